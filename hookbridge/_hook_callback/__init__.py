@@ -1,0 +1,1 @@
+"""Direction 1: TF1 SessionRunHooks inside Keras fit / evaluate / predict."""

@@ -1,0 +1,52 @@
+"""Recovering per-batch values from the running means Keras logs carry."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+
+class BatchValues:
+    """Turns Keras's running means over the epoch back into the value of the last batch.
+
+    A TF1 loss tensor holds the loss of the batch just run; Keras logs hold the mean over the epoch
+    so far, weighted by the number of samples. With ``n`` samples seen after this batch and ``p``
+    before it, the batch value is ``(n * mean_n - p * mean_p) / (n - p)``. Sample counts come from
+    the loss tracker's ``count`` (read at the first and, when known, the last batch of an epoch:
+    two variable reads per epoch); between them batches are assumed full-sized. Without a loss
+    tracker every batch weighs the same. Metrics under ``sample_weight`` are weighted by their own
+    weights, so their batch values are approximations; ``running_mean/<key>`` is always exact.
+    """
+
+    def __init__(self, read_count: Callable[[], float] | None) -> None:
+        self._read_count = read_count
+        self.reset()
+
+    def reset(self) -> None:
+        self._seen = 0.0  # samples (or steps) seen in this epoch
+        self._steps = 0
+        self._per_step = 1.0
+        self._means: Mapping[str, float] = {}
+
+    def update(self, logs: Mapping[str, float], steps: int, last_in_epoch: bool) -> dict:
+        """Batch values for ``logs`` after ``steps`` more training steps."""
+        first = self._steps == 0
+        self._steps += steps
+        if self._read_count is not None and (first or last_in_epoch):
+            seen = self._read_count()
+            if first and steps:
+                self._per_step = seen / steps
+        else:
+            seen = self._seen + steps * self._per_step
+        prev_seen, prev = self._seen, self._means
+        weight = seen - prev_seen
+        out = {}
+        for key, mean in logs.items():
+            if not isinstance(mean, (int, float)):
+                continue
+            if first or weight <= 0:
+                out[key] = float(mean)
+            else:
+                out[key] = (seen * mean - prev_seen * prev.get(key, 0.0)) / weight
+        self._seen = seen
+        self._means = logs
+        return out

@@ -1,0 +1,136 @@
+"""The side graph a hook sees under HookCallback: global step, log tensors, weight mirrors."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+
+#: Prefix of the tensors holding Keras's own running means (what Keras logs carry).
+RUNNING_MEAN_SCOPE = "running_mean"
+#: Scope of the variables mirroring the Keras model's weights (what a Saver writes).
+WEIGHTS_SCOPE = "model"
+
+_INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
+
+
+def mirror_name(index: int, variable: Any) -> str:
+    """Stable checkpoint name of the model's ``index``-th weight (``model/000/kernel``).
+
+    Keras variable paths (``sequential_9/dense_18/kernel``) change between model instances, so
+    the bridge names weights by their position in ``model.weights``, which is stable for one
+    architecture; a fresh model of the same architecture restores from it.
+    """
+    leaf = getattr(variable, "path", None) or variable.name
+    leaf = leaf.split("/")[-1].split(":")[0]
+    return f"{WEIGHTS_SCOPE}/{index:03d}/{_INVALID_NAME_CHARS.sub('_', leaf)}"
+
+
+class SideGraph:
+    """A TF1 graph standing in for the Keras training step, as a ``model_fn`` graph would.
+
+    Holds the global step (with TF's cached ``global_step`` read tensor), one scalar tensor per
+    Keras log key named after it (the batch value), ``running_mean/<key>`` (Keras's running mean),
+    ``loss`` in the ``LOSSES`` collection, and one variable per model weight under ``model/``.
+    """
+
+    def __init__(
+        self,
+        *,
+        log_keys: Sequence[str],
+        weights: Sequence[Any],
+        initial_step: int,
+        with_outputs: bool = False,
+    ) -> None:
+        self.graph = tf.Graph()
+        self.log_tensors: dict[str, tf.Tensor] = {}
+        self.mean_tensors: dict[str, tf.Tensor] = {}
+        self.outputs: tf.Tensor | None = None
+        with self.graph.as_default():
+            self.global_step = tf.compat.v1.train.get_or_create_global_step()
+            self.global_step_read = _tfcompat.global_step_read_tensor(self.graph)
+            for key in log_keys:
+                if key in self.log_tensors or key == "global_step":
+                    continue
+                self.log_tensors[key] = tf.compat.v1.placeholder_with_default(
+                    np.float32(0.0), shape=[], name=key
+                )
+                self.mean_tensors[key] = tf.compat.v1.placeholder_with_default(
+                    np.float32(0.0), shape=[], name=f"{RUNNING_MEAN_SCOPE}/{key}"
+                )
+            if "loss" in self.log_tensors:
+                tf.compat.v1.add_to_collection(
+                    tf.compat.v1.GraphKeys.LOSSES, self.log_tensors["loss"]
+                )
+            if with_outputs:
+                self.outputs = tf.compat.v1.placeholder(tf.float32, shape=None, name="outputs")
+            self.mirrors: list[tf.Variable] = []
+            mirror_values: list[tf.Tensor] = []
+            assigns = []
+            for i, w in enumerate(weights):
+                dtype = tf.as_dtype(getattr(w, "dtype", "float32"))
+                shape = tuple(w.shape)
+                mirror = tf.compat.v1.Variable(
+                    tf.zeros(shape, dtype),
+                    name=mirror_name(i, w),
+                    trainable=bool(getattr(w, "trainable", True)),
+                    use_resource=True,
+                )
+                self.mirrors.append(mirror)
+                with tf.name_scope("hookbridge/"):
+                    value = tf.compat.v1.placeholder(dtype, shape=shape)
+                mirror_values.append(value)
+                assigns.append(mirror.assign(value, read_value=False))
+            with tf.name_scope("hookbridge/"):
+                self.global_step_value = tf.compat.v1.placeholder(tf.int64, shape=[])
+                self.sync_step_op = self.global_step.assign(
+                    self.global_step_value, read_value=False
+                )
+                self.sync_weights_op = tf.group(*assigns) if assigns else tf.no_op()
+            self.mirror_values = mirror_values
+        # Elements the bridge answers from Python, never through a session.
+        self.step_elements = {
+            self.graph.as_graph_element(self.global_step),
+            self.global_step_read,
+        }
+        self._bridge_var_ops = {v.op for v in self.mirrors}
+        self._step_var_op = self.global_step.op
+        self._deps_cache: dict[frozenset, tuple[bool, bool]] = {}
+        self.step_in_graph = 0  # value of the global step variable in the session
+        self.weights_in_graph_at: int | None = None  # step at which mirrors were synced
+
+    def dependencies(self, elements: Sequence[Any]) -> tuple[bool, bool]:
+        """(reads the global step variable, reads the weight mirrors) for a set of fetches."""
+        key = frozenset(e.name for e in elements)
+        hit = self._deps_cache.get(key)
+        if hit is not None:
+            return hit
+        seen: set = set()
+        stack = [e.op if isinstance(e, tf.Tensor) else e for e in elements]
+        step = weights = False
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            if op is self._step_var_op:
+                step = True
+            elif op in self._bridge_var_ops:
+                weights = True
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+        self._deps_cache[key] = (step, weights)
+        return step, weights
+
+    def available_names(self) -> list[str]:
+        """Tensor names a hook can fetch from the bridge's graph, for error messages."""
+        names = [self.global_step.name, self.global_step_read.name]
+        names += [t.name for t in self.log_tensors.values()]
+        names += [t.name for t in self.mean_tensors.values()]
+        if self.outputs is not None:
+            names.append(self.outputs.name)
+        return names

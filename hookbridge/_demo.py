@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 import os
 import sys
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -17,6 +17,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 def _run(*args: str, cwd=None, timeout: int = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hookbridge", *args],
+        check=False,
         capture_output=True,
         text=True,
         timeout=timeout,

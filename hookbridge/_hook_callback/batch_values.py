@@ -17,7 +17,7 @@ class BatchValues:
     weights, so their batch values are approximations; ``running_mean/<key>`` is always exact.
     """
 
-    def __init__(self, read_count: Callable[[], float] | None) -> None:
+    def __init__(self, read_count: Callable[[], float | None] | None) -> None:
         self._read_count = read_count
         self.reset()
 
@@ -31,11 +31,12 @@ class BatchValues:
         """Batch values for ``logs`` after ``steps`` more training steps."""
         first = self._steps == 0
         self._steps += steps
+        seen = None
         if self._read_count is not None and (first or last_in_epoch):
             seen = self._read_count()
-            if first and steps:
+            if seen is not None and first and steps:
                 self._per_step = seen / steps
-        else:
+        if seen is None:
             seen = self._seen + steps * self._per_step
         prev_seen, prev = self._seen, self._means
         weight = seen - prev_seen

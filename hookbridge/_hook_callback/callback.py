@@ -454,17 +454,22 @@ class HookCallback(keras.callbacks.Callback):
             return self.model.get_weights()
 
     @staticmethod
-    def _loss_count_reader(model: Any) -> Callable[[], float] | None:
-        for metric in getattr(model, "metrics", ()):
-            if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
-                count = metric.count
+    def _loss_count_reader(model: Any) -> Callable[[], float | None]:
+        """Reads the loss tracker's sample count (tf_keras builds it at the first step)."""
+        found: list = []
 
-                def read() -> float:
-                    with _tfcompat.eager():
-                        return float(np.asarray(count))
+        def read() -> float | None:
+            if not found:
+                for metric in getattr(model, "metrics", ()):
+                    if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
+                        found.append(metric.count)
+                        break
+                else:
+                    return None
+            with _tfcompat.eager():
+                return float(np.asarray(found[0]))
 
-                return read
-        return None
+        return read
 
     def _profile_dirs(self) -> list[str]:
         if self._profile_dir:

@@ -128,7 +128,7 @@ class SideGraph:
 
     def available_names(self) -> list[str]:
         """Tensor names a hook can fetch from the bridge's graph, for error messages."""
-        names = [self.global_step.name, self.global_step_read.name]
+        names = [self.graph.as_graph_element(self.global_step).name, self.global_step_read.name]
         names += [t.name for t in self.log_tensors.values()]
         names += [t.name for t in self.mean_tensors.values()]
         if self.outputs is not None:

@@ -1,0 +1,69 @@
+"""Shared fixtures: real Keras models and a native TF1 MonitoredSession runner."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+keras = tf.keras
+
+settings.register_profile(
+    "ci", max_examples=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile(
+    "deep", max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+
+
+def make_data(n: int = 64, dim: int = 4, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, dim)).astype("float32")
+    y = (x @ rng.normal(size=(dim, 1)) + 0.1).astype("float32")
+    return x, y
+
+
+def make_model(lr: float = 0.01, metrics=("mae",), dim: int = 4, seed: int = 0, **compile_kw):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((dim,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+    model.compile(
+        optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=list(metrics), **compile_kw
+    )
+    return model
+
+
+@pytest.fixture
+def data():
+    return make_data()
+
+
+def run_native(make_hooks, steps: int, loss_values=None):
+    """Runs hooks in a native TF1 MonitoredSession whose train op increments the global step.
+
+    ``loss`` is a tensor named ``loss`` that takes ``loss_values[i]`` at run i. Returns the number
+    of runs made before the session asked to stop.
+    """
+    loss_values = list(loss_values) if loss_values is not None else [1.0] * steps
+    graph = tf.Graph()
+    with graph.as_default():
+        gs = tf.compat.v1.train.get_or_create_global_step()
+        loss_in = tf.compat.v1.placeholder(tf.float32, [], name="loss_in")
+        loss = tf.identity(loss_in, name="loss")
+        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
+        train_op = tf.compat.v1.assign_add(gs, 1)
+        hooks = make_hooks() if callable(make_hooks) else make_hooks
+        runs = 0
+        with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:
+            while not sess.should_stop() and runs < steps:
+                sess.run(train_op, feed_dict={loss_in: loss_values[runs]})
+                runs += 1
+    return runs

@@ -1,0 +1,312 @@
+"""HookCallback: lifecycle, graph contents, global step staleness, stops, reuse, errors."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+from conftest import make_data, make_model, run_native
+
+SessionRunArgs = tf.compat.v1.train.SessionRunArgs
+
+
+class Recorder(tf.compat.v1.train.SessionRunHook):
+    """Records the lifecycle and what the hook sees at each point."""
+
+    def __init__(self, fetch=None, stop_at=None):
+        self.events = []
+        self.fetch = fetch
+        self.stop_at = stop_at
+        self.results = []
+
+    def begin(self):
+        graph = tf.compat.v1.get_default_graph()
+        self.events.append(("begin", graph.finalized, tf.executing_eagerly()))
+        self.gs = tf.compat.v1.train.get_global_step()
+
+    def after_create_session(self, session, coord):
+        self.events.append(("after_create_session", session.graph.finalized))
+        assert isinstance(session, tf.compat.v1.Session)
+        assert isinstance(coord, tf.compat.v1.train.Coordinator)
+
+    def before_run(self, run_context):
+        self.events.append(("before_run",))
+        return SessionRunArgs({"gs": self.gs, **({"x": self.fetch} if self.fetch is not None else {})})
+
+    def after_run(self, run_context, run_values):
+        fresh = run_context.session.run(self.gs)
+        self.events.append(("after_run", int(run_values.results["gs"]), int(fresh)))
+        self.results.append(run_values.results)
+        if self.stop_at is not None and fresh >= self.stop_at:
+            run_context.request_stop()
+
+    def end(self, session):
+        self.events.append(("end", int(session.run(self.gs))))
+
+
+def test_lifecycle_matches_native_monitored_session(data):
+    x, y = data
+    bridged = Recorder(stop_at=5)
+    make_model().fit(
+        x, y, batch_size=16, epochs=3, verbose=0, callbacks=[hookbridge.HookCallback([bridged])]
+    )
+    native = Recorder(stop_at=5)
+    run_native([native], steps=12)
+    assert bridged.events == native.events
+    assert bridged.events[0] == ("begin", False, False)
+    assert bridged.events[1] == ("after_create_session", True)
+    # stale global step in the step's run, fresh in after_run, stop after exactly step 5
+    assert [e for e in bridged.events if e[0] == "after_run"][-1] == ("after_run", 4, 5)
+    assert tf.executing_eagerly()
+
+
+def test_request_stop_stops_fit_after_exactly_that_step(data):
+    x, y = data
+    model = make_model()
+    rec = Recorder(stop_at=7)
+    history = model.fit(
+        x, y, batch_size=16, epochs=10, verbose=0, callbacks=[hookbridge.HookCallback([rec])]
+    )
+    assert int(model.optimizer.iterations.numpy()) == 7
+    assert len(history.history["loss"]) == 2  # the epoch of the stop still ends
+
+
+def test_other_hooks_after_run_still_run_on_the_stop_step(data):
+    x, y = data
+    first, second = Recorder(stop_at=2), Recorder()
+    make_model().fit(
+        x, y, batch_size=16, epochs=1, verbose=0,
+        callbacks=[hookbridge.HookCallback([first, second])],
+    )
+    assert [e for e in second.events if e[0] == "after_run"] == [
+        ("after_run", 0, 1),
+        ("after_run", 1, 2),
+    ]
+
+
+def test_graph_has_global_step_log_tensors_and_losses_collection(data):
+    x, y = data
+    seen = {}
+
+    class Inspect(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            g = tf.compat.v1.get_default_graph()
+            seen["gs"] = tf.compat.v1.train.get_global_step()
+            seen["losses"] = g.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+            seen["loss"] = g.get_tensor_by_name("loss:0")
+            seen["mae"] = g.get_tensor_by_name("mae:0")
+            seen["mean"] = g.get_tensor_by_name("running_mean/loss:0")
+
+    make_model().fit(
+        x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Inspect()])]
+    )
+    assert seen["gs"].dtype == tf.int64
+    assert seen["losses"] == [seen["loss"]]
+    assert seen["loss"].dtype == tf.float32 and seen["mean"].shape == ()
+
+
+def test_loss_is_the_batch_loss_and_running_mean_is_keras_logs():
+    """With learning rate 0 the model is fixed: each batch loss can be computed directly."""
+    x, y = make_data(n=80)
+    model = make_model(lr=0.0)
+
+    def hooks():
+        g = tf.compat.v1.get_default_graph()
+        return [Recorder(fetch={"loss": g.get_tensor_by_name("loss:0"),
+                                "mean": g.get_tensor_by_name("running_mean/loss:0")})]
+
+    cb = hookbridge.HookCallback(hooks)
+    logged = []
+
+    class Logs(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            logged.append(logs["loss"])
+
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False, callbacks=[cb, Logs()])
+    pred = model.predict(x, verbose=0)
+    expected = [float(np.mean((pred[i : i + 16] - y[i : i + 16]) ** 2)) for i in range(0, 80, 16)]
+    rec = cb.hooks[0]
+    got = [float(r["x"]["loss"]) for r in rec.results]
+    means = [float(r["x"]["mean"]) for r in rec.results]
+    np.testing.assert_allclose(got, expected * 2, rtol=1e-4)
+    np.testing.assert_allclose(means, logged, rtol=1e-6)
+    assert not np.allclose(got[1:5], means[1:5])  # the running mean is a different quantity
+
+
+def test_partial_last_batch_uses_sample_counts():
+    x, y = make_data(n=70)  # batches of 16,16,16,16,6
+    model = make_model(lr=0.0)
+    cb = hookbridge.HookCallback(
+        lambda: [Recorder(fetch=tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0"))]
+    )
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False, callbacks=[cb])
+    pred = model.predict(x, verbose=0)
+    expected = [float(np.mean((pred[i : i + 16] - y[i : i + 16]) ** 2)) for i in range(0, 70, 16)]
+    np.testing.assert_allclose([float(r["x"]) for r in cb.hooks[0].results], expected, rtol=1e-4)
+
+
+def test_reuse_across_fits_and_global_step_continues(data):
+    x, y = data
+    model = make_model()
+    rec = Recorder()
+    cb = hookbridge.HookCallback([rec])
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    begins = [e for e in rec.events if e[0] == "begin"]
+    ends = [e for e in rec.events if e[0] == "end"]
+    assert len(begins) == 2 and ends == [("end", 4), ("end", 8)]
+    assert cb.session is None
+
+
+def test_fetch_structures_come_back_in_the_shape_asked_for(data):
+    x, y = data
+    Pair = collections.namedtuple("Pair", "loss step")
+    got = []
+
+    class Structured(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            g = tf.compat.v1.get_default_graph()
+            self.gs = tf.compat.v1.train.get_global_step()
+            self.fetches = {
+                "list": ["loss:0", self.gs],
+                "tuple": (g.get_tensor_by_name("mae:0"),),
+                "nt": Pair(g.get_tensor_by_name("loss:0"), self.gs),
+                "op": g.get_operation_by_name("loss"),
+                "sum": g.get_tensor_by_name("loss:0") * 2.0,
+            }
+
+        def before_run(self, run_context):
+            return SessionRunArgs(self.fetches)
+
+        def after_run(self, run_context, run_values):
+            got.append(run_values.results)
+
+    make_model().fit(
+        x, y, batch_size=16, epochs=1, verbose=0,
+        callbacks=[hookbridge.HookCallback([Structured()])],
+    )
+    r = got[-1]
+    assert isinstance(r["list"], list) and isinstance(r["tuple"], tuple)
+    assert isinstance(r["nt"], Pair) and r["nt"].step == 3 and r["op"] is None
+    assert r["list"][1] == 3 and r["nt"].loss == r["list"][0]
+    np.testing.assert_allclose(r["sum"], 2 * r["list"][0], rtol=1e-6)
+
+
+def test_feed_conflict_between_hooks_raises_native_error(data):
+    x, y = data
+
+    class Feeder(tf.compat.v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return SessionRunArgs(None, feed_dict={"loss:0": 1.0})
+
+    with pytest.raises(RuntimeError, match="Same tensor is fed by two hooks"):
+        make_model().fit(
+            x, y, batch_size=16, epochs=1, verbose=0,
+            callbacks=[hookbridge.HookCallback([Feeder(), Feeder()])],
+        )
+    # same error natively
+    with pytest.raises(RuntimeError, match="Same tensor is fed by two hooks"):
+        run_native(lambda: [Feeder(), Feeder()], steps=2)
+
+
+def test_exception_in_hook_propagates_without_end_and_next_fit_works(data):
+    x, y = data
+
+    class Boom(Recorder):
+        def after_run(self, run_context, run_values):
+            super().after_run(run_context, run_values)
+            if len(self.results) == 2:
+                raise ValueError("boom")
+
+    boom = Boom()
+    cb = hookbridge.HookCallback([boom])
+    model = make_model()
+    with pytest.raises(ValueError, match="boom"):
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    assert [e[0] for e in boom.events if e[0] == "end"] == []
+    assert cb.session is None
+    native = Boom()
+    with pytest.raises(ValueError, match="boom"):
+        run_native([native], steps=4)
+    assert boom.events == native.events
+    ok = Recorder()
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([ok])])
+    assert ok.events[-1] == ("end", 6)
+
+
+def test_non_hook_is_rejected_at_construction():
+    with pytest.raises(TypeError, match=r"hooks\[1\] = 'loss'.*not a tf.compat.v1.train"):
+        hookbridge.HookCallback([Recorder(), "loss"])
+    with pytest.raises(TypeError, match="list of tf.compat.v1.train.SessionRunHook"):
+        hookbridge.HookCallback(42)
+
+
+def test_unknown_tensor_name_lists_available_names(data):
+    x, y = data
+
+    class Bad(tf.compat.v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return SessionRunArgs("accuracy:0")
+
+    with pytest.raises((KeyError, ValueError), match="(?s)accuracy:0.*available.*loss:0"):
+        make_model().fit(
+            x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Bad()])]
+        )
+
+
+def test_before_run_returning_non_args_names_the_hook(data):
+    x, y = data
+
+    class Odd(tf.compat.v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return {"loss": "loss:0"}
+
+    cb = hookbridge.HookCallback([Odd()])
+    with pytest.raises(TypeError, match="Odd.before_run returned"):
+        make_model().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.session is None
+
+
+def test_evaluate_and_predict_run_hooks(data):
+    x, y = data
+    model = make_model()
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    rec = Recorder(fetch="loss:0")
+    model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[hookbridge.HookCallback([rec])])
+    assert [e[0] for e in rec.events].count("after_run") == 4
+    assert rec.events[-1] == ("end", 4)  # evaluation does not advance the global step
+    preds = []
+
+    def hooks():
+        out = tf.compat.v1.get_default_graph().get_tensor_by_name("outputs:0")
+        return [Recorder(fetch=out)]
+
+    cb = hookbridge.HookCallback(hooks)
+    full = model.predict(x, batch_size=16, verbose=0, callbacks=[cb])
+    preds = np.concatenate([r["x"] for r in cb.hooks[0].results])
+    np.testing.assert_allclose(preds, full, rtol=1e-6)
+
+
+def test_training_hooks_do_not_run_during_validation(data):
+    x, y = data
+    rec = Recorder()
+    make_model().fit(
+        x, y, batch_size=16, epochs=2, verbose=0, validation_data=(x, y),
+        callbacks=[hookbridge.HookCallback([rec])],
+    )
+    assert [e[0] for e in rec.events].count("after_run") == 8
+
+
+def test_steps_per_execution_runs_hooks_once_per_execution_and_warns(data):
+    x, y = data
+    model = make_model(steps_per_execution=2)
+    rec = Recorder()
+    with pytest.warns(UserWarning, match="steps per execution"):
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([rec])])
+    assert [e for e in rec.events if e[0] == "after_run"] == [
+        ("after_run", 0, 2), ("after_run", 2, 4), ("after_run", 4, 6), ("after_run", 6, 8)
+    ]

@@ -68,3 +68,23 @@ def eager():
     ``tf.init_scope`` is not enough: it lifts out of function graphs, not out of a v1 graph.
     """
     return _eager_context.eager_mode()
+
+
+def keras3_metrics_list(entries: list) -> Any:
+    """A Keras 3 ``MetricsList`` holding ``entries`` (objects with ``name`` and ``_direction``).
+
+    Keras 3's monitor callbacks (``mode="auto"``) look for a metric's direction only inside
+    ``model.metrics`` entries of this private class, reading the private ``_direction``.
+    """
+    from keras.src.trainers import compile_utils
+
+    with eager():
+        holder = compile_utils.MetricsList([], name="hookbridge_graph_metrics")
+    holder.metrics = entries
+    return holder
+
+
+#: Private symbols used by CallbackHook (direction 2), as (module path, attribute): module paths
+#: are strings because Keras 3 is absent on the TF 2.15 stack (nothing there imports them).
+#: CallbackHook also reads Keras 3's ``Metric._direction`` (an instance attribute) the same way.
+PRIVATE_SYMBOLS_CALLBACK_HOOK = (("keras.src.trainers.compile_utils", "MetricsList"),)

@@ -1,0 +1,1 @@
+"""Direction 2: Keras callbacks inside TF1 ``MonitoredSession`` (``CallbackHook``)."""

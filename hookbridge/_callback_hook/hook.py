@@ -1,0 +1,236 @@
+"""CallbackHook: real Keras callbacks inside TF1 ``MonitoredSession`` / ``Estimator``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import tensorflow as tf
+
+from hookbridge._callback_hook import dispatch
+from hookbridge._callback_hook.logs import RunningMeans, resolve
+from hookbridge._callback_hook.model import GraphState, ModelProxy
+
+SessionRunHook = tf.compat.v1.train.SessionRunHook
+SessionRunArgs = tf.compat.v1.train.SessionRunArgs
+
+_UNSUPPORTED = {
+    "BackupAndRestore": (
+        "it saves and reloads a built Keras model and its optimizer between fit() calls, and "
+        "there is no Keras model under a MonitoredSession. Use "
+        "tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=...) (CheckpointSaverHook "
+        "plus automatic restore on restart), which is the TF1 way to resume."
+    ),
+    "SwapEMAWeights": "it swaps the EMA variables of a Keras optimizer, which a TF1 graph lacks.",
+}
+
+
+def _check_callbacks(callbacks: Any) -> list:
+    bases = dispatch.callback_bases()
+    if isinstance(callbacks, bases):
+        callbacks = [callbacks]
+    if isinstance(callbacks, (str, bytes, Mapping)) or not isinstance(callbacks, Sequence):
+        raise TypeError(
+            "CallbackHook expected a list of Keras callbacks, received "
+            f"{callbacks!r} of type {type(callbacks).__name__}."
+        )
+    for i, cb in enumerate(callbacks):
+        if not isinstance(cb, bases):
+            raise TypeError(
+                f"CallbackHook: callbacks[{i}] = {cb!r} (type {type(cb).__name__}) is not a Keras "
+                "callback. Pass keras.callbacks.Callback instances (tf.keras.callbacks on "
+                "tf_keras / Keras 2); to run a SessionRunHook inside Keras fit use "
+                "hookbridge.HookCallback."
+            )
+        for klass in type(cb).__mro__:
+            if klass.__name__ in _UNSUPPORTED:
+                raise ValueError(
+                    f"CallbackHook cannot run callbacks[{i}] = {klass.__name__}: "
+                    f"{_UNSUPPORTED[klass.__name__]}"
+                )
+    return list(callbacks)
+
+
+class CallbackHook(SessionRunHook):
+    """A ``SessionRunHook`` that runs Keras callbacks as Keras ``fit`` would call them.
+
+    Each ``MonitoredSession`` (or ``Estimator.train``) is one Keras ``fit``: ``on_train_begin``
+    when the first session is created, epochs synthesized from ``steps_per_epoch``
+    (``on_epoch_begin`` before an epoch's first step, ``on_epoch_end`` after its last), one
+    ``on_train_batch_begin``/``on_train_batch_end`` pair per ``MonitoredSession.run`` (the batch
+    index restarts every epoch), and ``on_train_end`` when the session ends. A stop (from a
+    callback, another hook, or the end of input) mid-epoch still closes that epoch, then
+    ``on_train_end`` runs, as Keras does after ``stop_training``; after any other error neither
+    runs, as in Keras. Session recovery (``AbortedError``) does not restart the training.
+
+    Logs are what Keras 3 reports: Python floats, sorted keys; batch logs are running means of
+    the fetched tensors within the epoch, epoch logs the epoch mean plus ``val_<name>`` from
+    ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
+
+    The callbacks' ``model`` is a proxy over the graph: ``stop_training`` (setting it requests a
+    stop), ``get_weights``/``set_weights``/``weights`` (``variables``),
+    ``optimizer.learning_rate`` (reads/assigns ``learning_rate``), ``optimizer.iterations`` (the
+    global step), ``save_weights``/``save`` (an ``.h5`` file or a TF checkpoint of ``variables``,
+    loaded back by :func:`hookbridge.load_weights`), ``metrics`` (metric directions for
+    ``mode="auto"``), ``layers`` (empty). Anything else raises
+    :class:`hookbridge.UnsupportedModelAttributeError` naming the callback and attribute.
+
+    Args:
+        callbacks: Keras callback instances (Keras 3, or tf_keras / Keras 2 on those stacks), or
+            one callback.
+        logs: log name -> tensor, or tensor name (``"loss"`` or ``"loss:0"``) of the session's
+            graph, fetched with each step's run. In an Estimator, name tensors in ``model_fn``
+            (``tf.identity(loss, name="loss")``) and pass names.
+        steps_per_epoch: steps per synthesized epoch; ``None``: the whole run is one epoch.
+        validation_fn: ``validation_fn(session) -> dict`` called at each epoch end (``session``
+            is the raw ``tf.compat.v1.Session``: running it triggers no hook); its values are
+            added to the epoch logs as ``val_<name>``.
+        learning_rate: the graph's learning-rate ``tf.Variable`` (or its name), read and assigned
+            by ``model.optimizer.learning_rate`` (ReduceLROnPlateau, LearningRateScheduler).
+        variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
+            names); default: the graph's trainable variables.
+        epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
+            ``steps_per_epoch`` is ``None``, else 0 (unknown).
+        verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
+
+    Raises:
+        TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
+        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), or
+            (in ``begin``) a log name missing from the graph, listing what is available.
+
+    Not forwarded:
+        * Validation hooks (``on_test_*``): ``validation_fn`` supplies ``val_*`` values only.
+        * Per-batch values: logs are running means, as Keras 3 reports them; the batch value
+          is the graph's business.
+        * The Keras model itself: no layers (TensorBoard weight histograms, graphs and
+          embeddings are empty), no ``.keras`` archive from ``save``; tf_keras TensorBoard
+          batch-level scalars (written by tf_keras's own train function) are not written.
+        * ``steps_per_execution`` and asynchronous dispatch: callbacks run synchronously, in
+          eager mode, inside the hook calls.
+
+    Example:
+        >>> hook = hookbridge.CallbackHook(                     # doctest: +SKIP
+        ...     [keras.callbacks.CSVLogger("log.csv"), keras.callbacks.EarlyStopping("loss")],
+        ...     logs={"loss": loss}, steps_per_epoch=100, learning_rate=lr)
+        >>> with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+        ...     while not sess.should_stop():
+        ...         sess.run(train_op)
+    """
+
+    def __init__(
+        self,
+        callbacks: Any,
+        *,
+        logs: Mapping[str, Any],
+        steps_per_epoch: int | None = None,
+        validation_fn: Callable[[Any], Mapping[str, Any]] | None = None,
+        learning_rate: Any = None,
+        variables: Sequence[Any] | None = None,
+        epochs: int | None = None,
+        verbose: int = 1,
+    ) -> None:
+        self.callbacks = _check_callbacks(callbacks)
+        if not isinstance(logs, Mapping):
+            raise TypeError(
+                "CallbackHook: logs must be a mapping of log name -> tensor or tensor name, "
+                f"received {logs!r} of type {type(logs).__name__}."
+            )
+        if steps_per_epoch is not None and (
+            not isinstance(steps_per_epoch, int) or steps_per_epoch < 1
+        ):
+            raise ValueError(
+                f"CallbackHook: steps_per_epoch must be a positive int or None, received "
+                f"{steps_per_epoch!r}."
+            )
+        if validation_fn is not None and not callable(validation_fn):
+            raise TypeError(
+                f"CallbackHook: validation_fn must be callable(session) -> dict, received "
+                f"{validation_fn!r}."
+            )
+        self._logs = dict(logs)
+        self._steps_per_epoch = steps_per_epoch
+        self._validation_fn = validation_fn
+        self._state = GraphState(variables, learning_rate)
+        if epochs is None:
+            epochs = 1 if steps_per_epoch is None else 0
+        self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
+        self._table = dispatch.build_table(self.callbacks)
+        t = self._table
+        self._batch_begin = t["on_train_batch_begin"]
+        self._batch_end = t["on_train_batch_end"]
+        # Values are fetched only if some callback can see logs.
+        self._needs_values = bool(
+            self._batch_end or t["on_epoch_end"] or t["on_train_end"]
+        ) and bool(self._logs)
+        self._started = False
+
+    # -- SessionRunHook ---------------------------------------------------------------------
+    def begin(self) -> None:
+        graph = tf.compat.v1.get_default_graph()
+        names, tensors = resolve(graph, self._logs)
+        self._state.build(graph, names)
+        self._means = RunningMeans(names)
+        self._args = SessionRunArgs(tensors) if self._needs_values else None
+        self._epoch = 0
+        self._batch = 0
+        self._epoch_open = False
+        self._epoch_logs: dict = {}
+        self._started = False
+        with dispatch.eager_context():
+            for cb in self.callbacks:
+                cb.set_params(dict(self.params))
+                cb.set_model(ModelProxy(self._state, cb))
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        self._state.session = session
+        if not self._started:  # not again on session recovery
+            self._started = True
+            dispatch.call(self._table["on_train_begin"], {})
+
+    def before_run(self, run_context: Any) -> Any:
+        if not self._epoch_open:
+            self._epoch_open = True
+            self._batch = 0
+            self._means.reset()
+            dispatch.call(self._table["on_epoch_begin"], self._epoch, {})
+        if self._batch_begin:
+            dispatch.call(self._batch_begin, self._batch, {})
+        return self._args
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        means = self._means
+        if self._args is not None:
+            means.add(run_values.results)
+        else:
+            means.count += 1
+        state = self._state
+        if self._batch_end:
+            dispatch.call(self._batch_end, self._batch, means.means())
+        self._batch += 1
+        if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
+            self._end_epoch()
+        if state.stop_training:
+            run_context.request_stop()
+
+    def end(self, session: Any) -> None:
+        self._state.session = session
+        if self._epoch_open:
+            self._end_epoch()
+        dispatch.call(self._table["on_train_end"], self._epoch_logs)
+
+    # -- epochs ------------------------------------------------------------------------------
+    def _end_epoch(self) -> None:
+        logs = self._means.means()
+        if self._validation_fn is not None:
+            results = self._validation_fn(self._state.session)
+            if not isinstance(results, Mapping):
+                raise TypeError(
+                    "CallbackHook: validation_fn must return a dict of name -> value, received "
+                    f"{results!r} of type {type(results).__name__}."
+                )
+            for name, value in results.items():
+                logs[f"val_{name}"] = float(value)
+            logs = dict(sorted(logs.items()))
+        dispatch.call(self._table["on_epoch_end"], self._epoch, logs)
+        self._epoch_logs = logs
+        self._epoch_open = False
+        self._epoch += 1

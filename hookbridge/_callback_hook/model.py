@@ -1,0 +1,342 @@
+"""The "model" Keras callbacks see under CallbackHook: a proxy over a TF1 graph and its session.
+
+One :class:`GraphState` per hook holds the session and the graph ops; each callback gets its own
+:class:`ModelProxy` (so an unsupported attribute error can name the callback). Everything a
+built-in callback reads is answered from the graph; anything else raises
+:class:`UnsupportedModelAttributeError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+from hookbridge._callback_hook import weights as _weights
+from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
+
+_SCOPE = "hookbridge_callback_hook"
+
+
+class GraphState:
+    """Graph ops and the live session shared by every callback's model proxy."""
+
+    def __init__(self, variables: Sequence[Any] | None, learning_rate: Any) -> None:
+        self._variables_arg = variables
+        self._learning_rate_arg = learning_rate
+        self.session: Any = None
+        self.stop_training = False
+        self.variables: list = []
+        self.learning_rate: Any = None
+        self.global_step: Any = None
+        self.log_names: list[str] = []
+
+    def build(self, graph: tf.Graph, log_names: list[str]) -> None:
+        """Called from ``begin()``: resolves variables, builds the assign ops (graph not final)."""
+        self.log_names = log_names
+        self.stop_training = False
+        if self._variables_arg is None:
+            self.variables = list(graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES))
+        else:
+            self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
+        self.global_step = tf.compat.v1.train.get_global_step(graph)
+        self.learning_rate = (
+            None
+            if self._learning_rate_arg is None
+            else _resolve_variable(graph, self._learning_rate_arg, "learning_rate")
+        )
+        with graph.as_default(), tf.name_scope(_SCOPE):
+            self._feeds = [
+                tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in self.variables
+            ]
+            self._assigns = [
+                tf.compat.v1.assign(v, p).op for v, p in zip(self.variables, self._feeds)
+            ]
+            if self.learning_rate is not None:
+                lr = self.learning_rate
+                self._lr_feed = tf.compat.v1.placeholder(lr.dtype.base_dtype, lr.shape)
+                self._lr_assign = tf.compat.v1.assign(lr, self._lr_feed).op
+
+    # -- reads/writes through the hook's session (never through MonitoredSession.run) --------
+    def get_weights(self) -> list[np.ndarray]:
+        return list(self.session.run(self.variables)) if self.variables else []
+
+    def set_weights(self, values: Sequence[Any]) -> None:
+        if len(values) != len(self.variables):
+            raise ValueError(
+                f"set_weights received {len(values)} arrays, the graph has "
+                f"{len(self.variables)} variables under CallbackHook "
+                f"({[v.op.name for v in self.variables]})."
+            )
+        self.session.run(self._assigns, dict(zip(self._feeds, values)))
+
+    def get_lr(self) -> float:
+        return float(self.session.run(self.learning_rate))
+
+    def set_lr(self, value: Any) -> None:
+        value = np.asarray(value, dtype=self.learning_rate.dtype.base_dtype.as_numpy_dtype)
+        self.session.run(self._lr_assign, {self._lr_feed: value})
+
+    def get_step(self) -> int:
+        return int(self.session.run(self.global_step))
+
+    def save_weights(self, filepath: str) -> None:
+        values = dict(zip((v.op.name for v in self.variables), self.get_weights()))
+        _weights.write_weights(str(filepath), values)
+
+
+def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
+    if isinstance(value, str):
+        name = value if ":" in value else value + ":0"
+        matches = [v for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+                   if v.name == name]
+        if not matches:
+            raise ValueError(
+                f"CallbackHook: {arg} names {value!r}, which is not a global variable of the "
+                "session's graph. Pass the tf.Variable itself or one of: "
+                f"{[v.op.name for v in graph.get_collection('variables')][:30]}."
+            )
+        return matches[0]
+    if getattr(value, "graph", None) is not graph:
+        raise ValueError(
+            f"CallbackHook: {arg} received {value!r}, which is not a variable of the session's "
+            "graph. Create it in the graph the MonitoredSession runs (or pass its name)."
+        )
+    return value
+
+
+class _Value(float):
+    """A learning-rate value readable as a float and writable the way Keras writes variables."""
+
+    def __new__(cls, state: GraphState) -> _Value:
+        obj = super().__new__(cls, state.get_lr())
+        obj._state = state
+        obj.dtype = state.learning_rate.dtype.base_dtype
+        return obj
+
+    def assign(self, value: Any) -> None:
+        self._state.set_lr(value)
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(float(self), dtype=self.dtype.as_numpy_dtype)
+
+
+class _Step(int):
+    """The global step as Keras reads ``optimizer.iterations`` (``.numpy()``, ``.read_value()``)."""
+
+    def numpy(self) -> np.ndarray:
+        return np.int64(self)
+
+    def read_value(self) -> np.ndarray:
+        return np.int64(self)
+
+
+def _keras_package(callback: Any) -> Any:
+    root = type(callback).__module__.split(".")[0]
+    return importlib.import_module(root if root in ("keras", "tf_keras") else "keras")
+
+
+_OPTIMIZER_CLASSES: dict = {}
+
+
+def _optimizer_class(package: Any) -> type:
+    """A subclass of the stack's Keras ``Optimizer`` (TensorBoard logs the learning rate of those
+    only), whose every attribute is answered by :class:`_OptimizerMixin`."""
+    key = package.__name__
+    if key not in _OPTIMIZER_CLASSES:
+        base = package.optimizers.Optimizer
+        schedule_base = package.optimizers.schedules.LearningRateSchedule
+        schedule = type("GraphLearningRate", (_ScheduleMixin, schedule_base), {})
+        _OPTIMIZER_CLASSES[key] = type(
+            "GraphOptimizer", (_OptimizerMixin, base), {"_schedule_class": schedule}
+        )
+    return _OPTIMIZER_CLASSES[key]
+
+
+class _ScheduleMixin:
+    """``optimizer._learning_rate`` as a schedule: tf_keras's TensorBoard logs schedules only."""
+
+    def __init__(self, state: GraphState) -> None:
+        self._state = state
+
+    def __call__(self, step: Any) -> float:
+        return self._state.get_lr()
+
+    def get_config(self) -> dict:
+        return {}
+
+
+class _OptimizerMixin:
+    __setattr__ = object.__setattr__
+
+    def __init__(self, state: GraphState, callback: str) -> None:  # no Keras __init__: no vars
+        object.__setattr__(self, "_hb_state", state)
+        object.__setattr__(self, "_hb_callback", callback)
+
+    def _hb_lr_state(self, attribute: str) -> GraphState:
+        state = self._hb_state
+        if state.learning_rate is None:
+            raise UnsupportedModelAttributeError(
+                self._hb_callback,
+                "model.optimizer",
+                attribute,
+                "Pass CallbackHook(..., learning_rate=<the graph's learning-rate tf.Variable>) "
+                "and build the TF1 optimizer on that variable.",
+            )
+        return state
+
+    @property
+    def learning_rate(self) -> _Value:
+        return _Value(self._hb_lr_state("learning_rate"))
+
+    @learning_rate.setter
+    def learning_rate(self, value: Any) -> None:
+        self._hb_lr_state("learning_rate").set_lr(value)
+
+    lr = learning_rate
+
+    @property
+    def _learning_rate(self) -> Any:
+        return self._schedule_class(self._hb_lr_state("_learning_rate"))
+
+    @property
+    def iterations(self) -> _Step:
+        state = self._hb_state
+        if state.global_step is None:
+            raise UnsupportedModelAttributeError(
+                self._hb_callback,
+                "model.optimizer",
+                "iterations",
+                "The graph has no global step: create it with "
+                "tf.compat.v1.train.get_or_create_global_step() before the session.",
+            )
+        return _Step(state.get_step())
+
+    @property
+    def name(self) -> str:
+        return "graph_optimizer"
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_hb_"):
+            raise AttributeError(attribute)
+        raise UnsupportedModelAttributeError(self._hb_callback, "model.optimizer", attribute)
+
+    def __repr__(self) -> str:
+        return f"<GraphOptimizer for {self._hb_callback}>"
+
+
+class ModelProxy:
+    """The object a callback gets from ``set_model`` under CallbackHook (see CallbackHook docs)."""
+
+    _FIXED = {
+        "layers": [],
+        "train_function": None,
+        "train_tf_function": None,
+        "make_train_function": None,
+        "distribute_strategy": None,
+        "_is_graph_network": False,
+        "built": True,
+        "name": "graph",
+    }
+
+    def __init__(self, state: GraphState, callback: Any) -> None:
+        d = self.__dict__
+        d["_hb_state"] = state
+        d["_hb_callback"] = type(callback).__name__
+        d["_hb_package"] = _keras_package(callback)
+        d["_hb_counters"] = None
+        d["optimizer"] = _optimizer_class(d["_hb_package"])(state, d["_hb_callback"])
+
+    # stop_training is shared: any callback's stop is the hook's stop.
+    @property
+    def stop_training(self) -> bool:
+        return self._hb_state.stop_training
+
+    @stop_training.setter
+    def stop_training(self, value: bool) -> None:
+        self._hb_state.stop_training = bool(value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "stop_training":
+            self._hb_state.stop_training = bool(value)
+        else:  # e.g. History sets model.history
+            self.__dict__[name] = value
+
+    def get_weights(self) -> list[np.ndarray]:
+        """The values of the hook's ``variables`` (default: the graph's trainable variables)."""
+        return self._hb_state.get_weights()
+
+    def set_weights(self, weights: Sequence[Any]) -> None:
+        """Assigns the hook's ``variables`` in the live session."""
+        self._hb_state.set_weights(weights)
+
+    @property
+    def weights(self) -> list:
+        return list(self._hb_state.variables)
+
+    trainable_variables = trainable_weights = weights
+
+    def save_weights(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+        """Writes the variables: ``*.h5`` (HDF5) or a TF checkpoint prefix; see load_weights."""
+        self._hb_state.save_weights(str(filepath))
+
+    def save(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+        """Writes the variables like save_weights; a ``.keras`` archive cannot be made."""
+        path = str(filepath)
+        if path.endswith(".keras"):
+            raise UnsupportedModelAttributeError(
+                self._hb_callback,
+                "model",
+                "save",
+                f"It was asked for a full-model .keras archive ({path!r}), which needs a Keras "
+                "model. Use ModelCheckpoint(..., save_weights_only=True) with a path ending in "
+                "'.weights.h5', and hookbridge.load_weights to load it back.",
+            )
+        self._hb_state.save_weights(path)
+
+    @property
+    def metrics(self) -> list:
+        """Keras 3 ``mode="auto"`` finds metric directions here (from Keras's metric registry)."""
+        if self._hb_package.__name__ != "keras" or not hasattr(self._hb_package, "ops"):
+            return []
+        entries = []
+        for name in self._hb_state.log_names:
+            try:
+                metric = self._hb_package.metrics.get(name)
+            except (ValueError, TypeError):
+                continue
+            direction = getattr(metric, "_direction", None)
+            if direction is not None:
+                entries.append(types.SimpleNamespace(name=name, _direction=direction))
+        return [_tfcompat.keras3_metrics_list(entries)]
+
+    def _hb_counter(self, index: int) -> Any:
+        if self._hb_counters is None:
+            with _tfcompat.eager():
+                self.__dict__["_hb_counters"] = (
+                    tf.Variable(0, dtype=tf.int64, trainable=False),
+                    tf.Variable(0, dtype=tf.int64, trainable=False),
+                )
+        return self._hb_counters[index]
+
+    @property
+    def _train_counter(self) -> Any:  # tf_keras TensorBoard's batch step
+        return self._hb_counter(0)
+
+    @property
+    def _test_counter(self) -> Any:
+        return self._hb_counter(1)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute in ModelProxy._FIXED:
+            return ModelProxy._FIXED[attribute]
+        if attribute.startswith("_hb_"):
+            raise AttributeError(attribute)
+        raise UnsupportedModelAttributeError(self._hb_callback, "model", attribute)
+
+    def __repr__(self) -> str:
+        return f"<hookbridge graph model proxy for {self._hb_callback}>"

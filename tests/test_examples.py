@@ -1,0 +1,108 @@
+"""Every script in examples/ runs (in a subprocess, as a user runs it) and does what it says."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def run_example(name: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def test_every_example_is_tested():
+    tested = {
+        "loss_hook.py",
+        "summary_saver.py",
+        "estimator_to_fit.py",
+        "examples_per_second.py",
+        "history_saver.py",
+    }
+    assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_loss_hook_logs_every_step_and_stops_below_threshold():
+    out = run_example("loss_hook.py").stdout.splitlines()
+    assert out[:2] == ["begin", "session created"]
+    steps = [re.fullmatch(r"step=(\d+) loss=([\d.]+)", line) for line in out[2:-2]]
+    assert all(steps), out
+    numbers = [int(m.group(1)) for m in steps]
+    losses = [float(m.group(2)) for m in steps]
+    assert numbers == list(range(1, len(numbers) + 1))
+    # Stopped at the first loss below the threshold, mid-epoch (8 steps per epoch), not before.
+    assert losses[-1] < 0.01 and all(v >= 0.01 for v in losses[:-1])
+    assert out[-2] == "end"
+    assert out[-1].startswith(f"fit stopped after {numbers[-1]} steps")
+    assert numbers[-1] < 20 * 8
+
+
+def test_summary_saver_writes_every_save_steps(tmp_path):
+    out = run_example("summary_saver.py", str(tmp_path)).stdout
+    # 320 examples / 32 = 10 steps per epoch, 3 epochs, save_steps=5: steps 1, 6, ..., 26.
+    assert re.findall(r"batch_loss step=(\d+)", out) == ["1", "6", "11", "16", "21", "26"]
+    kernels = re.findall(r"dense/kernel step=(\d+) num=(\d+) sum=(-?[\d.]+)", out)
+    assert [k[0] for k in kernels] == ["1", "6", "11", "16", "21", "26"]
+    assert {k[1] for k in kernels} == {"32"}  # the 4x8 kernel
+    assert len({k[2] for k in kernels}) == 6  # real weights, changing with training
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_estimator_to_fit_resumes_from_checkpoint(tmp_path):
+    proc = run_example("estimator_to_fit.py", str(tmp_path))
+    out = proc.stdout
+    assert "stopped at global step 20" in out
+    assert "resumed from model.ckpt-20 at global step 20" in out
+    assert "stopped at global step 40" in out
+    assert "checkpoints: ['model.ckpt-20', 'model.ckpt-30', 'model.ckpt-40']" in out
+    mse = [float(v) for v in re.findall(r"mse ([\d.]+)", out)]
+    assert mse[1] < mse[0]  # the resumed run continued training, not from scratch
+    # LoggingTensorHook, every 10 steps, with the global step the bridge holds.
+    logged = re.findall(r"loss = [\d.]+, step = (\d+)", proc.stderr)
+    assert logged == ["0", "10", "20", "30"]
+    assert (tmp_path / "model.ckpt-40.index").exists()
+
+
+def test_examples_per_second_hook_triggers_on_the_global_step():
+    out = run_example("examples_per_second.py").stdout
+    # 2048 / 64 = 32 steps per epoch, 2 epochs; the hook sees the stale (pre-step) global step
+    # 0..63; the timer first triggers after warm_steps=5 at 6 (no interval yet, nothing logged),
+    # then every 10 steps.
+    steps = re.findall(r"global_step=(\d+) average_examples_per_sec=[\d.]+ current", out)
+    assert steps == ["16", "26", "36", "46", "56"]
+    assert "5 measurements over 64 steps" in out
+
+
+def test_history_saver_reads_losses_collection():
+    out = run_example("history_saver.py").stdout
+    assert re.findall(r"Running step: (\d+)", out) == ["1", "2", "3", "4"]
+    history = re.search(r"mean_losses_history: (.*)", out).group(1).split()
+    assert len(history) == 4
+    means = re.search(r"batch losses: ([\d.]+); Keras epoch loss: ([\d.]+)", out)
+    assert means.group(1) == means.group(2)  # batch values, whose mean Keras logs
+
+
+def test_shipped_mtcars_is_the_real_table():
+    with resources.files("hookbridge").joinpath("data/mtcars.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 32
+    assert rows[0]["model"] == "Mazda RX4" and rows[-1]["model"] == "Volvo 142E"
+    sums = {c: round(sum(float(r[c]) for r in rows), 3) for c in ("mpg", "cyl", "drat", "wt", "hp")}
+    assert sums == {"mpg": 642.9, "cyl": 198.0, "drat": 115.09, "wt": 102.952, "hp": 4694.0}
+    assert sorted({r["cyl"] for r in rows}) == ["4", "6", "8"]

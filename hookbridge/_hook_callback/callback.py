@@ -8,7 +8,6 @@ from typing import Any, Callable, Iterable, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import config_pb2
 
 from hookbridge import _merge, _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues
@@ -298,7 +297,7 @@ class HookCallback(keras.callbacks.Callback):
                         _merge.merge_feeds(run.feeds, request.feed_dict)
                     if request.options:
                         if run.options is None:
-                            run.options = config_pb2.RunOptions()
+                            run.options = tf.compat.v1.RunOptions()
                         _merge.merge_run_options(run.options, request.options)
         except BaseException:
             self._abort()
@@ -352,8 +351,8 @@ class HookCallback(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def _merged_run(self, run: _Run) -> tuple[dict, Any, Any]:
-        options = run.options or config_pb2.RunOptions()
-        run_metadata = config_pb2.RunMetadata()
+        options = run.options or tf.compat.v1.RunOptions()
+        run_metadata = tf.compat.v1.RunMetadata()
         results: dict = {}
         if not run.pending:
             return results, options, run_metadata

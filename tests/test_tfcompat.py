@@ -1,0 +1,71 @@
+"""Fails loudly, naming the symbol, when TensorFlow/Keras moves a private API hookbridge uses."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+
+
+def _all_private_symbols():
+    symbols = list(_tfcompat.PRIVATE_SYMBOLS)
+    symbols += list(getattr(_tfcompat, "PRIVATE_SYMBOLS_CALLBACK_HOOK", ()))
+    return symbols
+
+
+@pytest.mark.parametrize(
+    "module, name", _all_private_symbols(), ids=lambda v: getattr(v, "__name__", str(v))
+)
+def test_private_symbol_still_exists(module, name):
+    assert hasattr(module, name), (
+        f"TensorFlow {tf.__version__} moved {module.__name__}.{name}: update hookbridge/_tfcompat.py"
+    )
+
+
+def test_fetch_mapper_round_trip():
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0, name="a")
+        mapper = _tfcompat.fetch_mapper({"x": [a, "a:0"], "y": (a,)})
+        assert mapper.unique_fetches() == [a]
+        assert mapper.build_results([5.0]) == {"x": [5.0, 5.0], "y": (5.0,)}
+
+
+def test_global_step_read_tensor_is_cached():
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.train.get_or_create_global_step()
+        first = _tfcompat.global_step_read_tensor(g)
+        assert first is _tfcompat.global_step_read_tensor(g)
+        assert first.dtype == tf.int64
+
+
+def test_eager_context_inside_a_v1_graph():
+    with tf.Graph().as_default():
+        assert not tf.executing_eagerly()
+        with _tfcompat.eager():
+            assert tf.executing_eagerly()
+            assert float(tf.constant(2.0).numpy()) == 2.0
+
+
+def test_profiler_hook_output_file(tmp_path):
+    with tf.Graph().as_default():
+        hook = tf.compat.v1.train.ProfilerHook(save_steps=1, output_dir=str(tmp_path))
+    assert _tfcompat.profiler_hook_output_file(hook) == str(tmp_path / "timeline-{}.json")
+    assert _tfcompat.profiler_hook_output_file(tf.compat.v1.train.SessionRunHook()) is None
+
+
+def test_no_private_tf_imports_outside_tfcompat():
+    import pathlib
+
+    root = pathlib.Path(_tfcompat.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.name == "_tfcompat.py":
+            continue
+        text = path.read_text()
+        for marker in ("tensorflow.python", "keras.src", "tf_keras.src", "tensorflow.core"):
+            if marker in text:
+                offenders.append(f"{path.relative_to(root)}: {marker}")
+    assert not offenders, offenders

@@ -221,8 +221,13 @@ class _OptimizerMixin:
         return "graph_optimizer"
 
     def __getattr__(self, attribute: str) -> Any:
+        # Also reached when a property above raised (Python retries here): re-raise its error.
         if attribute.startswith("_hb_"):
             raise AttributeError(attribute)
+        if attribute in ("learning_rate", "lr", "_learning_rate"):
+            self._hb_lr_state(attribute)
+        if attribute == "iterations":
+            return type(self).iterations.fget(self)
         raise UnsupportedModelAttributeError(self._hb_callback, "model.optimizer", attribute)
 
     def __repr__(self) -> str:

@@ -97,7 +97,9 @@ def load_weights(
     """
     if not isinstance(session, tf.compat.v1.Session) and hasattr(session, "run_step_fn"):
         # A MonitoredSession: its step_fn receives the raw session, no hook runs.
-        return session.run_step_fn(lambda ctx: load_weights(ctx.session, path, variables))
+        return session.run_step_fn(
+            lambda step_context: load_weights(step_context.session, path, variables)
+        )
     values = read_weights(path)
     graph = session.graph
     if variables is None:

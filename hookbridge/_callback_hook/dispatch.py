@@ -43,10 +43,18 @@ def overrides(callback: Any, event: str) -> bool:
         implements = getattr(callback, "_implements_train_batch_hooks", None)
         if implements is not None:
             return bool(implements())
-    return any(
-        not getattr(getattr(callback, name, None), "_is_default", False)
-        for name in EVENTS[event]
-    )
+    return any(_overridden(callback, name) for name in EVENTS[event])
+
+
+def _overridden(callback: Any, name: str) -> bool:
+    method = getattr(callback, name, None)
+    if method is None or getattr(method, "_is_default", False):
+        return False
+    if name in vars(callback):  # e.g. LambdaCallback's functions
+        return True
+    # tf_keras / Keras 2 mark only batch methods as defaults: compare with the base class.
+    own = getattr(type(callback), name, None)
+    return all(own is not getattr(base, name, None) for base in callback_bases())
 
 
 def build_table(callbacks: list) -> dict[str, list[Callable[..., Any]]]:

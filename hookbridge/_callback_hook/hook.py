@@ -104,6 +104,8 @@ class CallbackHook(SessionRunHook):
         * The Keras model itself: no layers (TensorBoard weight histograms, graphs and
           embeddings are empty), no ``.keras`` archive from ``save``; tf_keras TensorBoard
           batch-level scalars (written by tf_keras's own train function) are not written.
+        * Sample counts: a tf_keras / Keras 2 ``ProgbarLogger`` counts steps, whatever its
+          ``count_mode``.
         * ``steps_per_execution`` and asynchronous dispatch: callbacks run synchronously, in
           eager mode, inside the hook calls.
 
@@ -177,6 +179,8 @@ class CallbackHook(SessionRunHook):
         self._started = False
         with dispatch.eager_context():
             for cb in self.callbacks:
+                if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
+                    cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
                 cb.set_params(dict(self.params))
                 cb.set_model(ModelProxy(self._state, cb))
 

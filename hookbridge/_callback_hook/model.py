@@ -305,9 +305,11 @@ class ModelProxy:
 
     @property
     def metrics(self) -> list:
-        """Keras 3 ``mode="auto"`` finds metric directions here (from Keras's metric registry)."""
+        """Keras 3 ``mode="auto"`` finds metric directions here (from Keras's metric registry);
+        tf_keras's ProgbarLogger reads the names (the logs are running means already)."""
         if self._hb_package.__name__ != "keras" or not hasattr(self._hb_package, "ops"):
-            return []
+            # tf_keras / Keras 2: ProgbarLogger treats these names as already-averaged values.
+            return [types.SimpleNamespace(name=n) for n in self._hb_state.log_names]
         entries = []
         for name in self._hb_state.log_names:
             try:

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import hookbridge
+import conftest
 from conftest import make_data, make_model, run_native
 
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -310,3 +311,55 @@ def test_steps_per_execution_runs_hooks_once_per_execution_and_warns(data):
     assert [e for e in rec.events if e[0] == "after_run"] == [
         ("after_run", 0, 2), ("after_run", 2, 4), ("after_run", 4, 6), ("after_run", 6, 8)
     ]
+
+
+_GRAPH_MODE_SCRIPT = r"""
+import os, sys, tempfile
+import numpy as np, tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+import hookbridge
+keras = tf.keras
+m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+m.compile(optimizer=keras.optimizers.legacy.SGD(0.01), loss="mse", metrics=["mae"])
+x = np.random.rand(64, 4).astype("float32"); y = np.random.rand(64, 1).astype("float32")
+d = tempfile.mkdtemp()
+hooks = [tf.compat.v1.train.StopAtStepHook(last_step=6), tf.compat.v1.train.NanTensorHook("loss:0"),
+         tf.compat.v1.train.LoggingTensorHook(["loss:0", "mae:0"], every_n_iter=2),
+         tf.compat.v1.train.CheckpointSaverHook(d, save_steps=2)]
+m.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[hookbridge.HookCallback(hooks)])
+step = keras.backend.get_value(m.optimizer.iterations)
+reader = tf.train.load_checkpoint(d)
+w = keras.backend.get_value(m.weights[0])
+np.testing.assert_array_equal(reader.get_tensor("model/000/kernel"), w)
+print("STEP", step, int(reader.get_tensor("global_step")))
+"""
+
+
+@pytest.mark.skipif(conftest.KERAS3, reason="Keras 3 cannot run fit in graph mode")
+def test_tf_keras_graph_mode_fit(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _GRAPH_MODE_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "STEP 6 6" in out.stdout
+
+
+def test_error_in_the_keras_step_is_closed_by_the_context_manager(data):
+    x, y = data
+    rec = Recorder()
+    model = make_model()
+
+    def batches():  # the input pipeline fails at the third batch: the Keras step raises
+        for i in range(4):
+            if i == 2:
+                raise OSError("disk gone")
+            yield x[i * 16 : (i + 1) * 16], y[i * 16 : (i + 1) * 16]
+
+    with pytest.raises(Exception, match="disk gone"):
+        with hookbridge.HookCallback([rec]) as cb:
+            model.fit(batches(), steps_per_epoch=4, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.session is None
+    assert "end" not in [e[0] for e in rec.events]

@@ -158,7 +158,19 @@ class HookCallback(keras.callbacks.Callback):
         return self._side.graph if self._run else None
 
     def close(self) -> None:
-        """Closes a run left open by an exception in the Keras step (no ``end()`` is called)."""
+        """Closes a run left open by an exception in the Keras step (no ``end()`` is called).
+
+        Keras calls no callback when its own training step raises (or on KeyboardInterrupt), so
+        the bridge learns of it only at the next ``fit``/``evaluate``/``predict``, which closes
+        the stale session first. Call ``close()`` (or use the callback as a context manager) to
+        close it at once.
+        """
+        self._abort()
+
+    def __enter__(self) -> HookCallback:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self._abort()
 
     # ---------------------------------------------------------------- Keras entry points
@@ -422,8 +434,12 @@ class HookCallback(keras.callbacks.Callback):
                 name = _metric_name(metric)
                 if name and name not in keys:
                     keys.append(name)
-        for name in self._log_names:
-            if name not in keys:
+        try:
+            names = list(model.metrics_names)  # tf_keras v1 (graph mode) models know them now
+        except Exception:
+            names = []
+        for name in [*names, *self._log_names]:
+            if name != "compile_metrics" and name not in keys:
                 keys.append(name)
         return keys
 
@@ -433,27 +449,36 @@ class HookCallback(keras.callbacks.Callback):
         for key in logs:
             if key not in run.warned_keys:
                 run.warned_keys.add(key)
-                if key not in self._side.log_tensors:
+                if key not in self._side.log_tensors and key not in ("batch", "size"):
                     warnings.warn(
                         f"HookCallback: Keras logs {key!r} but the bridge's graph has no tensor "
                         f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
                         stacklevel=3,
                     )
 
+    def _keras_context(self, variable: Any) -> Any:
+        """Where Keras variables can be read: eagerly, or in Keras's graph (tf_keras graph mode)."""
+        graph = getattr(variable, "graph", None)
+        if graph is not None and not getattr(graph, "building_function", True) and (
+            not tf.compat.v1.executing_eagerly_outside_functions()
+        ):
+            return graph.as_default()
+        return _tfcompat.eager()
+
     def _read_iterations(self) -> int | None:
         optimizer = getattr(self.model, "optimizer", None)
         iterations = getattr(optimizer, "iterations", None)
         if iterations is None:
             return None
-        with _tfcompat.eager():
-            return int(np.asarray(iterations))
+        with self._keras_context(iterations):
+            return int(keras.backend.get_value(iterations))
 
     def _read_weights(self) -> list:
-        with _tfcompat.eager():
+        weights = self.model.weights
+        with self._keras_context(weights[0] if weights else None):
             return self.model.get_weights()
 
-    @staticmethod
-    def _loss_count_reader(model: Any) -> Callable[[], float | None]:
+    def _loss_count_reader(self, model: Any) -> Callable[[], float | None]:
         """Reads the loss tracker's sample count (tf_keras builds it at the first step)."""
         found: list = []
 
@@ -465,8 +490,8 @@ class HookCallback(keras.callbacks.Callback):
                         break
                 else:
                     return None
-            with _tfcompat.eager():
-                return float(np.asarray(found[0]))
+            with self._keras_context(found[0]):
+                return float(keras.backend.get_value(found[0]))
 
         return read
 

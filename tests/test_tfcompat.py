@@ -9,8 +9,18 @@ from hookbridge import _tfcompat
 
 
 def _all_private_symbols():
+    """(module, name) pairs; modules given by name are Keras 3 ones, checked on that stack only."""
+    import importlib
+
+    import conftest
+
     symbols = list(_tfcompat.PRIVATE_SYMBOLS)
-    symbols += list(getattr(_tfcompat, "PRIVATE_SYMBOLS_CALLBACK_HOOK", ()))
+    for module, name in getattr(_tfcompat, "PRIVATE_SYMBOLS_CALLBACK_HOOK", ()):
+        if isinstance(module, str):
+            if not conftest.KERAS3:
+                continue
+            module = importlib.import_module(module)
+        symbols.append((module, name))
     return symbols
 
 
@@ -18,14 +28,6 @@ def _all_private_symbols():
     "module, name", _all_private_symbols(), ids=lambda v: getattr(v, "__name__", str(v))
 )
 def test_private_symbol_still_exists(module, name):
-    if isinstance(module, str):  # a Keras 3 module, used only on the Keras 3 stack
-        import importlib
-
-        import conftest
-
-        if not conftest.KERAS3:
-            pytest.skip(f"{module} is only used with Keras 3")
-        module = importlib.import_module(module)
     assert hasattr(module, name), (
         f"TensorFlow {tf.__version__} moved {module.__name__}.{name}: update hookbridge/_tfcompat.py"
     )

@@ -10,11 +10,13 @@ Keras batch loss in the ``losses`` collection, as a TF1 model_fn's ``tf.losses``
 Run: python examples/history_saver.py
 """
 
+import csv
+from importlib import resources
+
 import numpy as np
 import tensorflow as tf
 
 import hookbridge
-from hookbridge._demo import load_mtcars
 
 v1 = tf.compat.v1
 
@@ -41,9 +43,10 @@ class HistorySaverCustomHook(v1.train.SessionRunHook):
 
 def main():
     tf.random.set_seed(0)
-    mtcars = load_mtcars(("mpg", "drat", "cyl"))
-    x = np.stack([mtcars["drat"], mtcars["cyl"]], axis=1)
-    y = mtcars["mpg"][:, None]
+    with resources.files("hookbridge").joinpath("data/mtcars.csv").open(newline="") as f:
+        mtcars = list(csv.DictReader(f))  # the 32-row table shipped with hookbridge
+    x = np.array([[float(r["drat"]), float(r["cyl"])] for r in mtcars], "float32")
+    y = np.array([[float(r["mpg"])] for r in mtcars], "float32")
 
     keras = tf.keras
     model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(1)])  # linear regressor

@@ -98,6 +98,17 @@ def test_history_saver_reads_losses_collection():
     assert means.group(1) == means.group(2)  # batch values, whose mean Keras logs
 
 
+def test_callbacks_in_monitored_session_early_stopping(tmp_path):
+    out = run_example("callbacks_in_monitored_session.py", str(tmp_path)).stdout
+    epochs = re.findall(r"epoch (\d+) loss ([\d.]+)", out)
+    stopped = int(re.search(r"stopped the session at epoch (\d+)", out).group(1))
+    assert stopped > 0 and len(epochs) == stopped + 1  # CSVLogger wrote every synthesized epoch
+    assert [int(e) for e, _ in epochs] == list(range(stopped + 1))
+    losses = [float(v) for _, v in epochs]
+    assert losses[-1] < losses[0]
+    assert (tmp_path / "history.csv").exists()
+
+
 def test_shipped_mtcars_is_the_real_table():
     with resources.files("hookbridge").joinpath("data/mtcars.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))

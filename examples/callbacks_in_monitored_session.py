@@ -1,0 +1,54 @@
+"""The reverse direction: Keras callbacks inside a TF1 MonitoredTrainingSession.
+
+``hookbridge.CallbackHook`` runs Keras's own ``EarlyStopping`` and ``CSVLogger`` as a
+``SessionRunHook``: epochs are synthesized from ``steps_per_epoch``, the logs are the fetched
+``loss`` tensor, and ``EarlyStopping`` stops the session the way it stops ``fit``.
+
+Run: python examples/callbacks_in_monitored_session.py [OUT_DIR]
+"""
+
+import csv
+import os
+import sys
+import tempfile
+
+import tensorflow as tf
+
+import hookbridge
+
+v1 = tf.compat.v1
+keras = tf.keras
+
+
+def main(out_dir):
+    with tf.Graph().as_default():
+        v1.set_random_seed(0)
+        x = v1.random_normal([32, 3])
+        w = v1.get_variable("w", [3, 1])
+        target = tf.reduce_sum(x, axis=1, keepdims=True)
+        loss = v1.reduce_mean(tf.square(tf.matmul(x, w) - target))
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=v1.train.get_or_create_global_step()
+        )
+
+        stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=1e-4, patience=2)
+        log_path = os.path.join(out_dir, "history.csv")
+        hook = hookbridge.CallbackHook(
+            [stop, keras.callbacks.CSVLogger(log_path)],
+            logs={"loss": loss},
+            steps_per_epoch=10,
+            verbose=0,
+        )
+        with v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+            while not sess.should_stop():
+                sess.run(train_op)
+
+    with open(log_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        print(f"epoch {row['epoch']} loss {float(row['loss']):.6f}")
+    print(f"EarlyStopping stopped the session at epoch {stop.stopped_epoch}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="callbacks_in_ms_"))

@@ -363,3 +363,23 @@ def test_error_in_the_keras_step_is_closed_by_the_context_manager(data):
             model.fit(batches(), steps_per_epoch=4, epochs=1, verbose=0, callbacks=[cb])
     assert cb.session is None
     assert "end" not in [e[0] for e in rec.events]
+
+
+@pytest.mark.skipif(not conftest.KERAS3, reason="only Keras 3 can stop evaluate early")
+def test_request_stop_in_evaluate_stops_evaluation(data):
+    x, y = data
+    model = make_model()
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+
+    class StopAfterTwoEvals(tf.compat.v1.train.SessionRunHook):  # like Estimator's eval hook
+        def __init__(self):
+            self.evals = 0
+
+        def after_run(self, run_context, run_values):
+            self.evals += 1
+            if self.evals == 2:
+                run_context.request_stop()
+
+    hook = StopAfterTwoEvals()
+    model.evaluate(x, y, batch_size=8, verbose=0, callbacks=[hookbridge.HookCallback([hook])])
+    assert hook.evals == 2

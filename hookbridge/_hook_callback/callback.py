@@ -360,7 +360,22 @@ class HookCallback(keras.callbacks.Callback):
             raise
         if run.context.stop_requested:
             run.stop_requested = True
-            self.model.stop_training = True
+            self._request_stop(run.mode)
+
+    def _request_stop(self, mode: str) -> None:
+        """Stops Keras after this step: ``stop_training`` in fit; in evaluate/predict Keras 3's
+        ``stop_evaluating``/``stop_predicting`` (Keras 2 has no such flag: a warning says so)."""
+        flag = {"train": "stop_training", "test": "stop_evaluating", "predict": "stop_predicting"}
+        model = self.model
+        if mode == "train" or hasattr(model, flag[mode]):
+            setattr(model, flag[mode], True)
+        elif not getattr(self, "_warned_stop", False):
+            self._warned_stop = True
+            warnings.warn(
+                f"HookCallback: a hook requested a stop during {mode}, but this Keras version "
+                "cannot stop evaluate/predict early (Keras 3 can); the run continues to its end.",
+                stacklevel=4,
+            )
 
     def _merged_run(self, run: _Run) -> tuple[dict, Any, Any]:
         options = run.options or tf.compat.v1.RunOptions()

@@ -34,6 +34,7 @@ def test_every_example_is_tested():
         "estimator_to_fit.py",
         "examples_per_second.py",
         "history_saver.py",
+        "callbacks_in_monitored_session.py",
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 

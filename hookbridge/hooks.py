@@ -185,7 +185,11 @@ class ProgressBarHook(SessionRunHook):
     """
 
     def __init__(
-        self, steps: int | None = None, loss: Any = None, verbose: int = 1, stream: TextIO | None = None
+        self,
+        steps: int | None = None,
+        loss: Any = None,
+        verbose: int = 1,
+        stream: TextIO | None = None,
     ) -> None:
         self.steps = steps
         self._loss_arg = loss

@@ -60,7 +60,7 @@ def make_graph():
         w = tf.compat.v1.get_variable("w", initializer=tf.zeros([2]))
         lr = tf.compat.v1.get_variable("lr", initializer=0.1, trainable=False)
         train = tf.group(tf.compat.v1.assign_add(w, tf.ones([2])), tf.compat.v1.assign_add(gs, 1))
-    return g, dict(gs=gs, value=value, loss=loss, w=w, lr=lr, train=train)
+    return g, {"gs": gs, "value": value, "loss": loss, "w": w, "lr": lr, "train": train}
 
 
 def run(hooks_fn, values, *, g=None, t=None, feed_name="value"):
@@ -81,8 +81,10 @@ def run(hooks_fn, values, *, g=None, t=None, feed_name="value"):
 
 def test_lifecycle_epochs_and_running_means():
     rec = Recorder()
-    n = run(lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}, steps_per_epoch=2)],
-            [1.0, 3.0, 5.0, 7.0, 9.0])
+    n = run(
+        lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}, steps_per_epoch=2)],
+        [1.0, 3.0, 5.0, 7.0, 9.0],
+    )
     assert n == 5
     kinds = [e[0] for e in rec.events]
     assert kinds == ["train_begin"] + (
@@ -99,10 +101,16 @@ def test_lifecycle_epochs_and_running_means():
 
 def test_whole_run_is_one_epoch_and_validation_fn():
     rec = Recorder()
-    run(lambda t: [hookbridge.CallbackHook(
-        [rec], logs={"loss": t["loss"]},
-        validation_fn=lambda session: {"loss": float(session.run(t["w"])[0])})],
-        [2.0, 4.0])
+    run(
+        lambda t: [
+            hookbridge.CallbackHook(
+                [rec],
+                logs={"loss": t["loss"]},
+                validation_fn=lambda session: {"loss": float(session.run(t["w"])[0])},
+            )
+        ],
+        [2.0, 4.0],
+    )
     assert rec.params == {"epochs": 1, "steps": None, "verbose": 1}
     epoch_ends = [e for e in rec.events if e[0] == "epoch_end"]
     assert epoch_ends == [("epoch_end", 0, {"loss": 3.0, "val_loss": 2.0})]
@@ -111,9 +119,14 @@ def test_whole_run_is_one_epoch_and_validation_fn():
 def test_stop_training_requests_stop_and_closes_epoch():
     rec = Recorder()
     stopper = keras.callbacks.LambdaCallback(
-        on_batch_end=lambda batch, logs: setattr(stopper.model, "stop_training", batch == 1))
-    n = run(lambda t: [hookbridge.CallbackHook([rec, stopper], logs={"loss": "loss"},
-                                               steps_per_epoch=5)], [1.0] * 10)
+        on_batch_end=lambda batch, logs: setattr(stopper.model, "stop_training", batch == 1)
+    )
+    n = run(
+        lambda t: [
+            hookbridge.CallbackHook([rec, stopper], logs={"loss": "loss"}, steps_per_epoch=5)
+        ],
+        [1.0] * 10,
+    )
     assert n == 2
     assert [e[0] for e in rec.events][-2:] == ["epoch_end", "train_end"]
 
@@ -123,24 +136,31 @@ def test_end_of_input_closes_epoch_and_error_skips_train_end():
     g = tf.Graph()
     with g.as_default():
         tf.compat.v1.train.get_or_create_global_step()
-        it = tf.compat.v1.data.make_one_shot_iterator(tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]))
+        it = tf.compat.v1.data.make_one_shot_iterator(
+            tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0])
+        )
         x = tf.identity(it.get_next(), name="x")
         with tf.compat.v1.train.MonitoredSession(
-                hooks=[hookbridge.CallbackHook([rec], logs={"x": x}, steps_per_epoch=2)]) as sess:
+            hooks=[hookbridge.CallbackHook([rec], logs={"x": x}, steps_per_epoch=2)]
+        ) as sess:
             while not sess.should_stop():
                 sess.run(x)
     assert [e for e in rec.events if e[0] in ("epoch_end", "train_end")] == [
-        ("epoch_end", 0, {"x": 1.5}), ("epoch_end", 1, {"x": 3.0}), ("train_end", {"x": 3.0})]
+        ("epoch_end", 0, {"x": 1.5}),
+        ("epoch_end", 1, {"x": 3.0}),
+        ("train_end", {"x": 3.0}),
+    ]
 
     rec2 = Recorder()
     with pytest.raises(ValueError, match="user error"):
+
         def hooks(t):
             return [hookbridge.CallbackHook([rec2], logs={"loss": "loss"})]
+
         g, t = make_graph()
-        with g.as_default():
-            with tf.compat.v1.train.MonitoredSession(hooks=hooks(t)) as sess:
-                sess.run(t["train"], {t["value"]: 1.0})
-                raise ValueError("user error")
+        with g.as_default(), tf.compat.v1.train.MonitoredSession(hooks=hooks(t)) as sess:
+            sess.run(t["train"], {t["value"]: 1.0})
+            raise ValueError("user error")
     assert [e[0] for e in rec2.events][-1] == "batch_end"
 
 
@@ -156,8 +176,10 @@ class AbortOnce(tf.compat.v1.train.SessionRunHook):
 
 def test_session_recovery_does_not_restart_training():
     rec = Recorder()
-    run(lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}), AbortOnce()],
-        [1.0, 2.0, 3.0])
+    run(
+        lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}), AbortOnce()],
+        [1.0, 2.0, 3.0],
+    )
     assert [e[0] for e in rec.events].count("train_begin") == 1
     assert rec.events[-1][0] == "train_end"
 
@@ -166,10 +188,18 @@ def test_history_csv_progbar_lambda(tmp_path, capsys):
     history = keras.callbacks.History()
     path = str(tmp_path / "log.csv")
     seen = []
-    cbs = [history, keras.callbacks.CSVLogger(path), keras.callbacks.ProgbarLogger(),
-           keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: seen.append(e))]
-    run(lambda t: [hookbridge.CallbackHook(cbs, logs={"loss": "loss"}, steps_per_epoch=2,
-                                           epochs=2)], [1.0, 3.0, 5.0, 7.0])
+    cbs = [
+        history,
+        keras.callbacks.CSVLogger(path),
+        keras.callbacks.ProgbarLogger(),
+        keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: seen.append(e)),
+    ]
+    run(
+        lambda t: [
+            hookbridge.CallbackHook(cbs, logs={"loss": "loss"}, steps_per_epoch=2, epochs=2)
+        ],
+        [1.0, 3.0, 5.0, 7.0],
+    )
     assert history.history == {"loss": [2.0, 6.0]} and history.epoch == [0, 1]
     with open(path) as f:
         rows = list(csv.DictReader(f))
@@ -185,8 +215,7 @@ def test_early_stopping_restores_best_weights():
 
     def hooks(t):
         reader.append(ReadAtEnd(t["w"]))
-        return [hookbridge.CallbackHook([es], logs={"loss": "loss"}, steps_per_epoch=1),
-                reader[0]]
+        return [hookbridge.CallbackHook([es], logs={"loss": "loss"}, steps_per_epoch=1), reader[0]]
 
     n = run(hooks, [3.0, 1.0, 2.0, 2.5, 0.5, 0.1])
     assert n == 3  # best at epoch 1, no improvement at epoch 2 -> stop
@@ -195,14 +224,20 @@ def test_early_stopping_restores_best_weights():
 
 def test_early_stopping_mode_auto_on_metric():
     es = keras.callbacks.EarlyStopping("accuracy", patience=1)
-    n = run(lambda t: [hookbridge.CallbackHook([es], logs={"accuracy": "loss"},
-                                               steps_per_epoch=1)], [0.5, 0.9, 0.6, 0.4, 0.3])
+    n = run(
+        lambda t: [hookbridge.CallbackHook([es], logs={"accuracy": "loss"}, steps_per_epoch=1)],
+        [0.5, 0.9, 0.6, 0.4, 0.3],
+    )
     assert n == 3  # maximized: 0.6 after 0.9 is the first non-improvement
 
 
 def test_terminate_on_nan():
-    n = run(lambda t: [hookbridge.CallbackHook([keras.callbacks.TerminateOnNaN()],
-                                               logs={"loss": "loss"})], [1.0, math.nan, 1.0])
+    n = run(
+        lambda t: [
+            hookbridge.CallbackHook([keras.callbacks.TerminateOnNaN()], logs={"loss": "loss"})
+        ],
+        [1.0, math.nan, 1.0],
+    )
     assert n == 2
 
 
@@ -212,8 +247,12 @@ def test_reduce_lr_and_scheduler_change_graph_variable():
     def hooks(t):
         readers.append(ReadAtEnd(t["lr"]))
         cb = keras.callbacks.ReduceLROnPlateau("loss", factor=0.5, patience=1, min_lr=0.0)
-        return [hookbridge.CallbackHook([cb], logs={"loss": "loss"}, steps_per_epoch=1,
-                                        learning_rate=t["lr"]), readers[-1]]
+        return [
+            hookbridge.CallbackHook(
+                [cb], logs={"loss": "loss"}, steps_per_epoch=1, learning_rate=t["lr"]
+            ),
+            readers[-1],
+        ]
 
     run(hooks, [1.0, 1.0, 1.0])  # epochs 1 and 2 do not improve -> two halvings
     assert readers[-1].values == pytest.approx(0.025)
@@ -224,9 +263,14 @@ def test_reduce_lr_and_scheduler_change_graph_variable():
         readers.append(ReadAtEnd(t["lr"]))
         cb = keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.1 * (epoch + 1))
         probe = keras.callbacks.LambdaCallback(
-            on_epoch_end=lambda e, logs: seen.append(float(probe.model.optimizer.learning_rate)))
-        return [hookbridge.CallbackHook([cb, probe], logs={"loss": "loss"}, steps_per_epoch=2,
-                                        learning_rate="lr"), readers[-1]]
+            on_epoch_end=lambda e, logs: seen.append(float(probe.model.optimizer.learning_rate))
+        )
+        return [
+            hookbridge.CallbackHook(
+                [cb, probe], logs={"loss": "loss"}, steps_per_epoch=2, learning_rate="lr"
+            ),
+            readers[-1],
+        ]
 
     run(hooks2, [1.0] * 6)
     assert seen == pytest.approx([0.1, 0.2, 0.3])
@@ -237,8 +281,12 @@ def test_model_checkpoint_loads_back(tmp_path):
     path = str(tmp_path / "ckpt" / "w-{epoch}.weights.h5")
     cb = keras.callbacks.ModelCheckpoint(path, save_weights_only=True)
     g, t = make_graph()
-    run(lambda t: [hookbridge.CallbackHook([cb], logs={"loss": "loss"}, steps_per_epoch=2)],
-        [1.0] * 4, g=g, t=t)
+    run(
+        lambda t: [hookbridge.CallbackHook([cb], logs={"loss": "loss"}, steps_per_epoch=2)],
+        [1.0] * 4,
+        g=g,
+        t=t,
+    )
     saved = str(tmp_path / "ckpt" / "w-1.weights.h5")
     import h5py
 
@@ -254,7 +302,8 @@ def test_save_weights_tf_checkpoint_format(tmp_path):
     """A non-.h5 path writes a TF checkpoint keyed by op names (tf_keras / Keras 2 paths)."""
     prefix = str(tmp_path / "tfckpt" / "weights")
     saver = keras.callbacks.LambdaCallback(
-        on_train_end=lambda logs: saver.model.save_weights(prefix))
+        on_train_end=lambda logs: saver.model.save_weights(prefix)
+    )
     g, t = make_graph()
     run(lambda t: [hookbridge.CallbackHook([saver], logs={"loss": "loss"})], [1.0] * 3, g=g, t=t)
     reader = tf.train.load_checkpoint(prefix)
@@ -269,10 +318,18 @@ def test_tensorboard_scalars_and_learning_rate(tmp_path):
 
     logdir = str(tmp_path / "tb")
     tb = keras.callbacks.TensorBoard(logdir)
-    run(lambda t: [hookbridge.CallbackHook([tb], logs={"loss": "loss"}, steps_per_epoch=2,
-                                           learning_rate=t["lr"],
-                                           validation_fn=lambda s: {"loss": 7.0})],
-        [1.0, 3.0, 5.0, 7.0])
+    run(
+        lambda t: [
+            hookbridge.CallbackHook(
+                [tb],
+                logs={"loss": "loss"},
+                steps_per_epoch=2,
+                learning_rate=t["lr"],
+                validation_fn=lambda s: {"loss": 7.0},
+            )
+        ],
+        [1.0, 3.0, 5.0, 7.0],
+    )
     acc = EventAccumulator(os.path.join(logdir, "train"))
     acc.Reload()
 
@@ -289,8 +346,9 @@ def test_tensorboard_scalars_and_learning_rate(tmp_path):
 
 def test_backup_and_restore_is_refused(tmp_path):
     with pytest.raises(ValueError, match="BackupAndRestore.*Keras model"):
-        hookbridge.CallbackHook([keras.callbacks.BackupAndRestore(str(tmp_path))],
-                                logs={"loss": "loss"})
+        hookbridge.CallbackHook(
+            [keras.callbacks.BackupAndRestore(str(tmp_path))], logs={"loss": "loss"}
+        )
 
 
 def test_bad_inputs_name_what_was_received():
@@ -302,16 +360,23 @@ def test_bad_inputs_name_what_was_received():
 
 class Curious(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
-        self.model.compiled_loss
+        self.seen = self.model.compiled_loss
 
 
 def test_unsupported_attribute_names_callback_and_attribute():
-    with pytest.raises(hookbridge.UnsupportedModelAttributeError,
-                       match="Curious accessed `model.compiled_loss`"):
+    with pytest.raises(
+        hookbridge.UnsupportedModelAttributeError, match="Curious accessed `model.compiled_loss`"
+    ):
         run(lambda t: [hookbridge.CallbackHook([Curious()], logs={"loss": "loss"})], [1.0])
     with pytest.raises(AttributeError, match="ReduceLROnPlateau.*learning_rate=") as info:
-        run(lambda t: [hookbridge.CallbackHook(
-            [keras.callbacks.ReduceLROnPlateau("loss")], logs={"loss": "loss"})], [1.0])
+        run(
+            lambda t: [
+                hookbridge.CallbackHook(
+                    [keras.callbacks.ReduceLROnPlateau("loss")], logs={"loss": "loss"}
+                )
+            ],
+            [1.0],
+        )
     assert isinstance(info.value, hookbridge.UnsupportedModelAttributeError)
 
 
@@ -324,6 +389,7 @@ def test_epoch_only_callbacks_are_not_dispatched_per_batch():
 
     hook = hookbridge.CallbackHook([EpochOnly()], logs={"loss": "loss"}, steps_per_epoch=2)
     assert hook._batch_begin == [] and hook._batch_end == []
+
     class BeginOnly(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.last = epoch

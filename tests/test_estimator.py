@@ -9,8 +9,8 @@ import tensorflow as tf
 
 tfe = pytest.importorskip("tensorflow_estimator")
 
-import hookbridge  # noqa: E402
-from hookbridge.hooks import HistorySaverHook  # noqa: E402
+import hookbridge
+from hookbridge.hooks import HistorySaverHook
 
 keras = tf.keras
 
@@ -22,7 +22,8 @@ def model_fn(features, labels, mode):
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, per_example)
     loss = tf.reduce_mean(per_example, name="loss")  # named: CallbackHook logs={"loss": "loss"}
     train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
-        loss, global_step=tf.compat.v1.train.get_global_step())
+        loss, global_step=tf.compat.v1.train.get_global_step()
+    )
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
@@ -36,15 +37,23 @@ def test_estimator_train_and_evaluate_with_callbacks(tmp_path):
     history = keras.callbacks.History()
     path = str(tmp_path / "log.csv")
     saver = HistorySaverHook(every_n_step=2)
-    est.train(input_fn, steps=6, hooks=[
-        hookbridge.CallbackHook([history, keras.callbacks.CSVLogger(path)],
-                                logs={"loss": "loss"}, steps_per_epoch=3), saver])
+    est.train(
+        input_fn,
+        steps=6,
+        hooks=[
+            hookbridge.CallbackHook(
+                [history, keras.callbacks.CSVLogger(path)], logs={"loss": "loss"}, steps_per_epoch=3
+            ),
+            saver,
+        ],
+    )
     assert history.epoch == [0, 1] and len(history.history["loss"]) == 2
     with open(path) as f:
         assert [r["epoch"] for r in csv.DictReader(f)] == ["0", "1"]
     assert saver.history.steps == [2, 4, 6]
 
     evaluated = keras.callbacks.History()
-    est.evaluate(input_fn, steps=2, hooks=[
-        hookbridge.CallbackHook([evaluated], logs={"loss": "loss"})])
+    est.evaluate(
+        input_fn, steps=2, hooks=[hookbridge.CallbackHook([evaluated], logs={"loss": "loss"})]
+    )
     assert evaluated.epoch == [0] and evaluated.history["loss"][0] >= 0.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 
-
 import pytest
 import tensorflow as tf
 

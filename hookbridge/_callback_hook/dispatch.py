@@ -8,7 +8,8 @@ no-op base methods with ``_is_default``); tf_keras / Keras 2 callbacks that decl
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import tensorflow as tf
 

@@ -6,7 +6,8 @@ fetched batch values; batch logs are ``sum / n`` within the epoch, epoch logs th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -58,7 +59,7 @@ def _available(graph: tf.Graph, limit: int = 30) -> str:
 class RunningMeans:
     """Per-epoch sums of the log values, in Python floats."""
 
-    __slots__ = ("names", "sums", "count")
+    __slots__ = ("count", "names", "sums")
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
@@ -87,5 +88,3 @@ def _scalar(value: Any) -> float:
         return float(value)
     except TypeError:  # a non-scalar log: Keras would report its mean
         return float(np.mean(value))
-
-

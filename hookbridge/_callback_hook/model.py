@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import types
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -92,8 +93,11 @@ class GraphState:
 def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
     if isinstance(value, str):
         name = value if ":" in value else value + ":0"
-        matches = [v for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-                   if v.name == name]
+        matches = [
+            v
+            for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+            if v.name == name
+        ]
         if not matches:
             raise ValueError(
                 f"CallbackHook: {arg} names {value!r}, which is not a global variable of the "
@@ -112,7 +116,7 @@ def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
 class _Value(float):
     """A learning-rate value readable as a float and writable the way Keras writes variables."""
 
-    def __new__(cls, state: GraphState) -> _Value:
+    def __new__(cls, state: GraphState) -> _Value:  # noqa: PYI034
         obj = super().__new__(cls, state.get_lr())
         obj._state = state
         obj.dtype = state.learning_rate.dtype.base_dtype
@@ -237,7 +241,7 @@ class _OptimizerMixin:
 class ModelProxy:
     """The object a callback gets from ``set_model`` under CallbackHook (see CallbackHook docs)."""
 
-    _FIXED = {
+    _FIXED: ClassVar[dict[str, Any]] = {
         "layers": [],
         "train_function": None,
         "train_tf_function": None,

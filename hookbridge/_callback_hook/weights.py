@@ -9,7 +9,8 @@ it, so ``tf.train.load_checkpoint`` reads it and a Saver of the same graph resto
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -69,9 +70,7 @@ def read_weights(path: str) -> dict[str, np.ndarray]:
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
 
 
-def load_weights(
-    session: Any, path: str, variables: Sequence[Any] | None = None
-) -> list[str]:
+def load_weights(session: Any, path: str, variables: Sequence[Any] | None = None) -> list[str]:
     """Loads weights saved by a callback under ``CallbackHook`` back into graph variables.
 
     Works on a finalized graph (e.g. inside a ``MonitoredSession``): values are fed to each
@@ -120,4 +119,3 @@ def load_weights(
         session.run(init, {init.inputs[1]: value})
         loaded.append(name)
     return loaded
-

@@ -1,0 +1,67 @@
+"""hookbridge.testing: the conformance kit (a validator for hooks and callbacks).
+
+One scenario, four runners: hooks natively in ``MonitoredSession`` (:func:`run_session`) and
+under :class:`hookbridge.HookCallback` in Keras ``fit`` (:func:`run_hook_callback`); callbacks
+natively in ``fit`` (:func:`run_fit`) and under :class:`hookbridge.CallbackHook` in a
+``MonitoredSession`` (:func:`run_callback_hook`). Each returns a normalized trace (a list of event
+tuples); a bridge conforms when its trace equals the native one, event by event.
+
+For your own code: :func:`assert_hook_conforms` and :func:`assert_callback_conforms`, or the
+pytest plugin's fixtures (``hook_conforms``, ``callback_conforms``). Hypothesis strategies live in
+:mod:`hookbridge.testing.strategies` (imported on demand: it needs ``hypothesis``).
+
+Example:
+    >>> from hookbridge.testing import assert_hook_conforms
+    >>> assert_hook_conforms(lambda: MyHook(every_n_iter=2), steps=6, steps_per_epoch=3)
+"""
+
+from __future__ import annotations
+
+from hookbridge.testing._trace import Event, Trace, first_difference, format_diff, normalize
+from hookbridge.testing.conform import (
+    Conformance,
+    assert_callback_conforms,
+    assert_hook_conforms,
+)
+from hookbridge.testing.recorders import RecordingCallback, RecordingHook
+from hookbridge.testing.runners import (
+    SessionGraph,
+    keras_model,
+    run_callback_hook,
+    run_fit,
+    run_hook_callback,
+    run_session,
+)
+from hookbridge.testing.scenarios import (
+    EXACT_LOSSES,
+    CallbackScenario,
+    CallbackSpec,
+    HookScenario,
+    HookSpec,
+    ScenarioError,
+)
+
+__all__ = [
+    "assert_hook_conforms",
+    "assert_callback_conforms",
+    "Conformance",
+    "HookScenario",
+    "HookSpec",
+    "CallbackScenario",
+    "CallbackSpec",
+    "ScenarioError",
+    "EXACT_LOSSES",
+    "RecordingHook",
+    "RecordingCallback",
+    "run_session",
+    "run_fit",
+    "run_hook_callback",
+    "run_callback_hook",
+    "SessionGraph",
+    "keras_model",
+    "Event",
+    "Trace",
+    "normalize",
+    "first_difference",
+    "format_diff",
+]

@@ -1,0 +1,529 @@
+#!/usr/bin/env python
+"""hookbridge per-step cost benchmark: prints a table of µs/step, ratios, targets, PASS/MISS.
+
+Every case trains the same small MLP (32 -> 64 -> 1, batch 32, Adam, MSE) on the CPU from the same
+``tf.data`` pipeline. A case's per-step cost is the slope between a long and a short run
+(``(t_long - t_short) / (long - short)``), so fixed costs (iterator, side graph, session, hooks'
+``begin``/``end``) cancel. All cases live in one process; repeats are interleaved (a shuffled
+order per repeat) so load on the machine affects every case alike; figures are medians over
+repeats, and ratios are medians of per-repeat paired ratios.
+
+Usage::
+
+    python benchmarks/bench.py            # full mode (several minutes), the table in docs/performance.md
+    python benchmarks/bench.py --short    # < 60 s: only checks every case runs (CI); no verdicts
+    python benchmarks/bench.py --memory   # 50,000-step soak with the standard hook set
+    python benchmarks/bench.py --profile  # cProfile of one run per case, hookbridge lines
+    py-spy record -o out.svg -- python benchmarks/bench.py --run standard --long 5000
+
+The targets live here, never in timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import io
+import os
+import platform
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import hookbridge
+
+v1 = tf.compat.v1
+BATCH = 32
+IN, HIDDEN, OUT = 32, 64, 1
+WIDE = 10 * HIDDEN
+
+
+# ------------------------------------------------------------------------------------- data
+def _arrays(n: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, IN)).astype(np.float32)
+    w = rng.standard_normal((IN, OUT)).astype(np.float32)
+    y = (np.tanh(x @ w) + 0.1 * rng.standard_normal((n, OUT))).astype(np.float32)
+    return x, y
+
+
+def _dataset() -> tf.data.Dataset:
+    x, y = _arrays()
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .repeat()
+        .batch(BATCH, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def _keras_model(hidden: int) -> Any:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((IN,)),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dense(OUT),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    return model
+
+
+# ----------------------------------------------------------------------------------- hooks
+class IdleHook(v1.train.SessionRunHook):
+    """A hook that fetches nothing: ``before_run`` returns None, ``after_run`` does nothing."""
+
+    def before_run(self, run_context):
+        return None
+
+    def after_run(self, run_context, run_values):
+        pass
+
+
+def standard_hooks(outdir: str, num_steps: int) -> Callable[[], list]:
+    """The standard TF1 hook set, in the hooks-callable form (built on the bridge's graph)."""
+
+    def make() -> list:
+        loss = v1.get_default_graph().get_tensor_by_name("loss:0")
+        summary_op = v1.summary.scalar("loss", loss)
+        return [
+            v1.train.StopAtStepHook(num_steps=num_steps),
+            v1.train.NanTensorHook("loss:0"),
+            v1.train.LoggingTensorHook({"loss": "loss:0"}, every_n_iter=100),
+            v1.train.StepCounterHook(every_n_steps=100, output_dir=outdir),
+            v1.train.SummarySaverHook(save_steps=100, output_dir=outdir, summary_op=summary_op),
+            v1.train.CheckpointSaverHook(outdir, save_steps=500),
+        ]
+
+    return make
+
+
+class _StepsPerSec(keras.callbacks.Callback):
+    """Hand-written equivalent of StepCounterHook(100): logs steps/sec every 100 steps."""
+
+    def __init__(self, every: int = 100) -> None:
+        super().__init__()
+        self.every = every
+        self._t = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch % self.every == 0:
+            now = time.perf_counter()
+            if self._t is not None:
+                v1.logging.info("global_step/sec: %g", self.every / (now - self._t))
+            self._t = now
+
+
+def keras_equivalents(outdir: str) -> list:
+    """Hand-written Keras callbacks doing what the standard hook set does."""
+
+    def log_loss(batch, logs):
+        if batch % 100 == 0:
+            v1.logging.info("loss = %s", logs.get("loss"))
+
+    return [
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.LambdaCallback(on_train_batch_end=log_loss),
+        _StepsPerSec(100),
+        keras.callbacks.TensorBoard(
+            os.path.join(outdir, "tb"), update_freq=100, write_graph=False, profile_batch=0
+        ),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(outdir, "ckpt.weights.h5"), save_weights_only=True, save_freq=500
+        ),
+    ]
+
+
+# ------------------------------------------------------------------------------------ cases
+class Case:
+    """A named way of training ``steps`` steps; ``run(steps)`` returns elapsed seconds."""
+
+    def __init__(self, name: str, description: str, run: Callable[[int], float]) -> None:
+        self.name = name
+        self.description = description
+        self.run = run
+
+
+def fit_case(name: str, description: str, model: Any, ds: Any, callbacks: Callable) -> Case:
+    def run(steps: int) -> float:
+        cbs = callbacks(steps)
+        gc.collect()
+        t0 = time.perf_counter()
+        history = model.fit(
+            ds, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=cbs, shuffle=False
+        )
+        elapsed = time.perf_counter() - t0
+        if len(history.history.get("loss", ())) != 1:
+            raise RuntimeError(f"{name}: fit did not run one epoch: {history.history}")
+        return elapsed
+
+    return Case(name, description, run)
+
+
+def _graph_mlp(hidden: int) -> tuple[Any, Any]:
+    """A TF1 graph MLP of the same size as the Keras one, with a real Adam train op."""
+    x, y = v1.data.make_one_shot_iterator(_dataset()).get_next()
+    glorot = v1.glorot_uniform_initializer(seed=0)
+    w1 = v1.get_variable("w1", [IN, hidden], initializer=glorot)
+    b1 = v1.get_variable("b1", [hidden], initializer=v1.zeros_initializer())
+    w2 = v1.get_variable("w2", [hidden, OUT], initializer=glorot)
+    b2 = v1.get_variable("b2", [OUT], initializer=v1.zeros_initializer())
+    pred = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
+    loss = tf.reduce_mean(tf.square(pred - y), name="loss")
+    step = v1.train.get_or_create_global_step()
+    train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=step)
+    return train_op, loss
+
+
+def session_case(name: str, description: str, hooks: Callable[[int], list]) -> Case:
+    def run(steps: int) -> float:
+        graph = tf.Graph()
+        with graph.as_default():
+            train_op, _ = _graph_mlp(HIDDEN)
+            hs = hooks(steps)
+            gc.collect()
+            t0 = time.perf_counter()
+            with v1.train.MonitoredSession(hooks=hs) as sess:
+                for _ in range(steps):
+                    sess.run(train_op)
+            elapsed = time.perf_counter() - t0
+        return elapsed
+
+    return Case(name, description, run)
+
+
+def build_cases(workdir: str) -> dict[str, Case]:
+    ds = _dataset()
+    small = _keras_model(HIDDEN)
+    wide = _keras_model(WIDE)
+
+    def d(name: str) -> str:
+        path = os.path.join(workdir, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def idle(n: int) -> Callable[[int], list]:
+        return lambda steps: [hookbridge.HookCallback([IdleHook() for _ in range(n)])]
+
+    def standard(name: str) -> Callable[[int], list]:
+        out = d(name)
+        return lambda steps: [hookbridge.HookCallback(standard_hooks(out, steps + 10))]
+
+    def callback_hook(steps: int) -> list:
+        out = d("callback_hook")
+        callbacks = [
+            keras.callbacks.History(),
+            keras.callbacks.EarlyStopping(monitor="loss", patience=10**9),
+            keras.callbacks.CSVLogger(os.path.join(out, "log.csv")),
+            keras.callbacks.TerminateOnNaN(),
+        ]
+        return [hookbridge.CallbackHook(callbacks, logs={"loss": "loss:0"}, steps_per_epoch=100)]
+
+    keras_out = d("keras")
+    cases = [
+        fit_case("bare", "bare fit, no callbacks", small, ds, lambda s: []),
+        fit_case("idle_1", "HookCallback, 1 hook fetching nothing", small, ds, idle(1)),
+        fit_case(
+            "nan",
+            "HookCallback, NanTensorHook('loss:0')",
+            small,
+            ds,
+            lambda s: [hookbridge.HookCallback([v1.train.NanTensorHook("loss:0")])],
+        ),
+        fit_case("standard", "HookCallback, standard hook set", small, ds, standard("standard")),
+        fit_case(
+            "keras_equiv",
+            "hand-written Keras callbacks (same jobs)",
+            small,
+            ds,
+            lambda s: keras_equivalents(keras_out),
+        ),
+        fit_case("idle_10", "HookCallback, 10 idle hooks", small, ds, idle(10)),
+        fit_case("idle_100", "HookCallback, 100 idle hooks", small, ds, idle(100)),
+        fit_case("wide_bare", f"bare fit, 10x wider ({WIDE} units)", wide, ds, lambda s: []),
+        fit_case(
+            "wide_standard", "10x wider, standard hook set", wide, ds, standard("wide_standard")
+        ),
+        session_case("ms_bare", "MonitoredSession, no hooks (TF1 graph MLP)", lambda s: []),
+        session_case(
+            "ms_callback_hook",
+            "MonitoredSession + CallbackHook(History, EarlyStopping, CSVLogger, TerminateOnNaN)",
+            callback_hook,
+        ),
+    ]
+    return {c.name: c for c in cases}
+
+
+# -------------------------------------------------------------------------------- verdicts
+# (case, reference, kind, limit, target text). kind "ratio": median paired ratio <= limit;
+# "per_hook": (case - reference) / hooks <= limit µs; "report": no target.
+CHECKS = [
+    ("bare", None, "report", None, "1.00 (reference)"),
+    ("idle_1", "bare", "ratio", 1.02, "<= 1.02x bare"),
+    ("nan", "bare", "ratio", 1.05, "<= 1.05x bare"),
+    ("standard", "bare", "ratio", 1.10, "<= 1.10x bare"),
+    ("standard", "keras_equiv", "ratio", 1.05, "<= 1.05x keras_equiv"),
+    ("keras_equiv", "bare", "report", None, "-"),
+    ("idle_10", "bare", "per_hook", 5.0, "<= 5 µs/hook/step"),
+    ("idle_100", "bare", "per_hook", 5.0, "<= 5 µs/hook/step"),
+    ("wide_bare", "bare", "report", None, "-"),
+    ("wide_standard", "wide_bare", "report", None, "-"),
+    ("ms_bare", None, "report", None, "1.00 (reference)"),
+    ("ms_callback_hook", "ms_bare", "ratio", 1.10, "<= 1.10x ms_bare"),
+]
+HOOK_COUNTS = {"idle_1": 1, "idle_10": 10, "idle_100": 100}
+
+
+def measure(
+    cases: dict[str, Case], short: int, long: int, repeats: int, seed: int = 0
+) -> dict[str, list[float]]:
+    """Per-repeat slopes (seconds/step) per case, interleaved in a shuffled order per repeat."""
+    rng = random.Random(seed)
+    slopes: dict[str, list[float]] = {name: [] for name in cases}
+    for case in cases.values():  # warm-up: tracing, imports, first writers
+        case.run(short)
+    for r in range(repeats):
+        order = list(cases.values())
+        rng.shuffle(order)
+        for case in order:
+            lengths = [short, long]
+            rng.shuffle(lengths)
+            t = {n: case.run(n) for n in lengths}
+            slopes[case.name].append((t[long] - t[short]) / (long - short))
+        print(
+            f"  repeat {r + 1}/{repeats} done (load {os.getloadavg()[0]:.2f})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return slopes
+
+
+def table(slopes: dict[str, list[float]], verdicts: bool, checks: list) -> tuple[str, bool]:
+    us = {k: [s * 1e6 for s in v] for k, v in slopes.items()}
+    med = {k: statistics.median(v) for k, v in us.items()}
+    rows = []
+    all_pass = True
+    for name, ref, kind, limit, target in checks:
+        spread = f"{min(us[name]):.0f}–{max(us[name]):.0f}"
+        if ref is None:
+            value, shown = 1.0, "1.00"
+        elif kind == "per_hook":
+            per = [(a - b) / HOOK_COUNTS[name] for a, b in zip(us[name], us[ref])]
+            value = statistics.median(per)
+            shown = f"{value:.2f} µs/hook"
+        else:
+            value = statistics.median(a / b for a, b in zip(us[name], us[ref]))
+            shown = f"{value:.3f}x {ref}"
+        if kind == "report" or limit is None:
+            result = ""
+        elif not verdicts:
+            result = "ran"
+        else:
+            ok = value <= limit
+            all_pass &= ok
+            result = "PASS" if ok else "MISS"
+        rows.append((name, f"{med[name]:.0f}", spread, shown, target, result))
+    head = ("case", "µs/step", "min–max", "ratio", "target", "result")
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+
+    def line(r: tuple) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    return "\n".join(out), all_pass
+
+
+def machine() -> str:
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for ln in f:
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    version = getattr(hookbridge, "__version__", "dev")
+    return (
+        f"{platform.system()} {platform.release()} {platform.machine()}, {cpu}, "
+        f"{os.cpu_count()} logical CPUs, Python {platform.python_version()}, "
+        f"TF {tf.__version__}, Keras {keras.__version__}, hookbridge {version}"
+    )
+
+
+# --------------------------------------------------------------------------------- memory
+def memory_soak(workdir: str, steps: int, epochs: int) -> bool:
+    import psutil
+
+    proc = psutil.Process()
+    ds = _dataset()
+    model = _keras_model(HIDDEN)
+    out = os.path.join(workdir, "soak")
+    samples: list[tuple[int, float, int]] = []
+
+    class Sampler(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            gc.collect()
+            samples.append((epoch + 1, proc.memory_info().rss / 2**20, proc.num_fds()))
+
+    per_epoch = steps // epochs
+    warm = [hookbridge.HookCallback(standard_hooks(out, 10**9))]
+    model.fit(ds, steps_per_epoch=2000, epochs=1, verbose=0, callbacks=warm)
+    gc.collect()
+    rss0, fds0 = proc.memory_info().rss / 2**20, proc.num_fds()
+    t0 = time.perf_counter()
+    cbs = [hookbridge.HookCallback(standard_hooks(out, steps)), Sampler()]
+    model.fit(ds, steps_per_epoch=per_epoch, epochs=epochs, verbose=0, callbacks=cbs)
+    elapsed = time.perf_counter() - t0
+    gc.collect()
+    rss1, fds1 = proc.memory_info().rss / 2**20, proc.num_fds()
+    steps_run = int(np.asarray(model.optimizer.iterations)) - 2000
+    print(f"memory soak: {steps_run} steps with the standard hook set in {elapsed:.0f} s")
+    print("| after epoch | steps | RSS (MiB) | open fds |")
+    print("|---|---|---|---|")
+    print(f"| before fit | 0 | {rss0:.1f} | {fds0} |")
+    for epoch, rss, fds in samples:
+        print(f"| {epoch} | {epoch * per_epoch} | {rss:.1f} | {fds} |")
+    print(f"| after fit | {steps_run} | {rss1:.1f} | {fds1} |")
+    in_run = samples[-1][1] - samples[0][1]
+    growth = rss1 - rss0
+    ok = growth < 10 and in_run < 10 and fds1 <= fds0 and samples[-1][2] <= samples[0][2]
+    print(
+        f"RSS growth over the fit: {growth:+.1f} MiB (epoch 1 -> {epochs}: {in_run:+.1f} MiB), "
+        f"fds {fds0} -> {fds1} (in run {samples[0][2]} -> {samples[-1][2]}); "
+        f"target < 10 MB, no fd growth: {'PASS' if ok else 'MISS'}"
+    )
+    return ok
+
+
+# -------------------------------------------------------------------------------- profile
+def profile(workdir: str, names: list[str], steps: int, top: int) -> None:
+    """cProfile of one run of each named case: hookbridge's (and the hook machinery's) functions
+    by cumulative µs per step, then the process's top functions by own time."""
+    cases = build_cases(workdir)
+    for name in names:
+        case = cases[name]
+        case.run(50)  # trace and warm up outside the profile
+        prof = cProfile.Profile()
+        prof.enable()
+        case.run(steps)
+        prof.disable()
+        stats = pstats.Stats(prof)
+        rows = []
+        for (file, line, func), (_, calls, tt, ct, _) in stats.stats.items():
+            if any(m in file for m in ("hookbridge", "session_run_hook", "monitored_session")):
+                where = f"{_short(file)}:{line}({func})"
+                rows.append((ct / steps * 1e6, tt / steps * 1e6, calls, where))
+        rows.sort(reverse=True)
+        print(
+            f"\ncProfile, {name}, {steps} steps (µs per step under cProfile, which inflates them):"
+        )
+        print(f"{'cum µs/step':>12} {'own µs/step':>12} {'calls':>8}  function")
+        for cum, own, calls, where in rows[:top]:
+            print(f"{cum:12.1f} {own:12.1f} {calls:8d}  {where}")
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+        print(f"\ncProfile, {name}: top functions by own time, whole process")
+        print("\n".join(buf.getvalue().splitlines()[6:]))
+
+
+def _short(path: str) -> str:
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1]
+    if "/hookbridge/" in path:
+        return "hookbridge/" + path.rsplit("/hookbridge/", 1)[1]
+    return path
+
+
+# ----------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--short", action="store_true", help="quick run: only checks every case runs")
+    mode.add_argument(
+        "--memory", action="store_true", help="50,000-step soak with the standard set"
+    )
+    mode.add_argument("--profile", action="store_true", help="cProfile one run per case (--only)")
+    mode.add_argument(
+        "--run", metavar="CASE", help="run one case once for --long steps (for py-spy)"
+    )
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (full: 7)")
+    parser.add_argument("--long", type=int, default=None, help="steps of the long run (full: 3000)")
+    parser.add_argument(
+        "--short-steps", type=int, default=None, help="steps of the short run (full: 500)"
+    )
+    parser.add_argument(
+        "--only", default=None, help="comma-separated case names (and their references)"
+    )
+    parser.add_argument("--soak-steps", type=int, default=50_000)
+    args = parser.parse_args(argv)
+
+    print(f"machine: {machine()}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="hookbridge-bench-") as workdir:
+        if args.memory:
+            ok = memory_soak(workdir, args.soak_steps, epochs=10)
+            return 0 if ok else 1
+        if args.profile:
+            names = (
+                args.only.split(",")
+                if args.only
+                else ["idle_1", "nan", "standard", "ms_callback_hook"]
+            )
+            profile(workdir, names, args.long or 2000, top=25)
+            return 0
+        if args.run:
+            case = build_cases(workdir)[args.run]
+            case.run(50)  # trace / warm up
+            steps = args.long or 3000
+            elapsed = case.run(steps)
+            print(
+                f"{args.run}: {steps} steps in {elapsed:.2f} s ({elapsed / steps * 1e6:.0f} µs/step)"
+            )
+            return 0
+        if args.short:
+            repeats, long, short = args.repeats or 1, args.long or 40, args.short_steps or 20
+        else:
+            repeats, long, short = args.repeats or 7, args.long or 3000, args.short_steps or 500
+        cases = build_cases(workdir)
+        if args.only:
+            wanted = set(args.only.split(","))
+            wanted |= {ref for name, ref, *_ in CHECKS if name in wanted and ref}
+            cases = {k: c for k, c in cases.items() if k in wanted}
+        print(
+            f"mode: {'short (runs only, no verdicts)' if args.short else 'full'}; "
+            f"{repeats} interleaved repeats; slope between {long} and {short} steps; batch {BATCH}; "
+            f"MLP {IN}->{HIDDEN}->{OUT} (wide: {IN}->{WIDE}->{OUT})",
+            flush=True,
+        )
+        t0 = time.perf_counter()
+        slopes = measure(cases, short, long, repeats)
+        checks = [c for c in CHECKS if c[0] in slopes and (c[1] is None or c[1] in slopes)]
+        text, all_pass = table(slopes, verdicts=not args.short, checks=checks)
+        print(text)
+        print(
+            f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+            f"measured in {time.perf_counter() - t0:.0f} s"
+        )
+        if args.short:
+            print("short mode: every case ran (timings are not meaningful)")
+            return 0
+        print("all targets met" if all_pass else "some targets MISSED")
+        return 0 if all_pass else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The benchmark runs end to end in its short mode (no timing assertions: targets live in
+benchmarks/bench.py, never in tests)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+CASES = (
+    "bare",
+    "idle_1",
+    "nan",
+    "standard",
+    "keras_equiv",
+    "idle_10",
+    "idle_100",
+    "wide_bare",
+    "wide_standard",
+    "ms_bare",
+    "ms_callback_hook",
+)
+
+
+def test_bench_short_mode_runs_every_case():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--short"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "machine:" in out
+    rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")}
+    missing = [c for c in CASES if c not in rows]
+    assert not missing, f"cases missing from the table: {missing}\n{out}"
+    assert "short mode: every case ran" in out
+    assert "MISS" not in out and "PASS" not in out  # short mode gives no verdicts

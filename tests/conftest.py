@@ -59,7 +59,12 @@ def run_native(make_hooks, steps: int, loss_values=None):
         loss_in = tf.compat.v1.placeholder_with_default(np.float32(loss_values[0]), [], name="loss_in")
         loss = tf.identity(loss_in, name="loss")
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
-        train_op = tf.compat.v1.assign_add(gs, 1)
+        # As Estimator does: the train op runs after the global step is read, so a fetch of the
+        # step in the same run is deterministically the stale value.
+        from hookbridge import _tfcompat
+
+        with tf.control_dependencies([_tfcompat.global_step_read_tensor(graph), loss]):
+            train_op = tf.compat.v1.assign_add(gs, 1)
         hooks = make_hooks() if callable(make_hooks) else make_hooks
         runs = 0
         with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:

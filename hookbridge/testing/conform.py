@@ -73,6 +73,8 @@ def _record(trace: Trace, actor: str, method: str, original: Callable[..., Any],
         except BaseException as e:
             trace.append((actor, method, "raised", type(e).__name__))
             raise
+        if "logs" in kwargs:
+            args = args + (kwargs["logs"],) if args else (kwargs["logs"],)
         trace.append((actor, method) + describe(args, result))
         return result
 

@@ -175,7 +175,9 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
                         np.array([[math.sqrt(run.loss(i))]], "float32"),
                     )
 
-            model.fit(batches(), epochs=1, verbose=0, callbacks=list(callbacks))
+            model.fit(
+                batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks)
+            )
     except Exception as e:  # the run's outcome is part of the trace
         error = e
     return _outcome(trace, error)

@@ -1,0 +1,126 @@
+"""Every built-in TF hook and every Keras callback of this stack, through the conformance kit.
+
+The parametrization is discovered from the installed TensorFlow / Keras (a new built-in fails
+``test_every_builtin_is_parametrized`` until it gets a factory or a reason); outcomes feed
+docs/compatibility.md (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import tensorflow as tf
+
+import hookbridge
+from hookbridge.testing import assert_callback_conforms, assert_hook_conforms
+
+from conftest import KERAS3
+
+T = tf.compat.v1.train
+K = tf.keras.callbacks
+
+
+def _tmp():
+    return tempfile.mkdtemp(prefix="hookbridge-conformance-")
+
+
+def _t(name):
+    return tf.compat.v1.get_default_graph().get_tensor_by_name(name)
+
+
+HOOKS = {
+    "StopAtStepHook": lambda: T.StopAtStepHook(last_step=3),
+    "CheckpointSaverHook": lambda: T.CheckpointSaverHook(_tmp(), save_steps=2),
+    "StepCounterHook": lambda: T.StepCounterHook(every_n_steps=2, output_dir=_tmp()),
+    "LoggingTensorHook": lambda: T.LoggingTensorHook({"loss": "loss:0"}, every_n_iter=2),
+    "NanTensorHook": lambda: T.NanTensorHook("loss:0"),
+    "SummarySaverHook": lambda: T.SummarySaverHook(
+        save_steps=2, output_dir=_tmp(),
+        summary_op=tf.compat.v1.summary.scalar("loss_summary", _t("loss:0")),
+    ),
+    "GlobalStepWaiterHook": lambda: T.GlobalStepWaiterHook(wait_until_step=0),
+    "FinalOpsHook": lambda: T.FinalOpsHook({"step": T.get_global_step()}),
+    "FeedFnHook": lambda: T.FeedFnHook(lambda: {_t("loss:0"): 2.0}),
+    "ProfilerHook": lambda: T.ProfilerHook(save_steps=2, output_dir=_tmp()),
+}
+HOOKS_NOT_RUN = {
+    "InMemoryEvaluatorHook": "needs an Estimator (it evaluates one in-process)",
+}
+
+
+def _weights_path():
+    return os.path.join(_tmp(), "w.weights.h5" if KERAS3 else "w.h5")
+
+
+CALLBACKS = {
+    "History": lambda: K.History(),
+    "CSVLogger": lambda: K.CSVLogger(os.path.join(_tmp(), "log.csv")),
+    "EarlyStopping": lambda: K.EarlyStopping(monitor="loss", patience=0),
+    "LambdaCallback": lambda: K.LambdaCallback(on_epoch_end=lambda epoch, logs: None),
+    "LearningRateScheduler": lambda: K.LearningRateScheduler(lambda epoch, lr: lr * 0.5),
+    "ModelCheckpoint": lambda: K.ModelCheckpoint(_weights_path(), save_weights_only=True),
+    "ProgbarLogger": lambda: K.ProgbarLogger(),
+    "ReduceLROnPlateau": lambda: K.ReduceLROnPlateau(monitor="loss", patience=0),
+    "RemoteMonitor": lambda: K.RemoteMonitor(root="http://127.0.0.1:9"),
+    "TensorBoard": lambda: K.TensorBoard(log_dir=_tmp()),
+    "TerminateOnNaN": lambda: K.TerminateOnNaN(),
+    "BaseLogger": lambda: K.BaseLogger(),
+}
+CALLBACKS_UNSUPPORTED = {  # CallbackHook refuses these with a ValueError naming the reason
+    "BackupAndRestore": lambda: K.BackupAndRestore(_tmp()),
+    "SwapEMAWeights": lambda: K.SwapEMAWeights(),
+}
+CALLBACKS_NOT_RUN = {
+    "Callback": "the base class",
+    "CallbackList": "Keras's dispatcher, not a callback",
+    "OrbaxCheckpoint": "saves a Keras model with Orbax; not covered yet",
+    "SidecarEvaluatorModelExport": "exports a Keras model for a sidecar evaluator",
+}
+
+
+def _builtin_hooks():
+    return sorted(
+        n for n in dir(T)
+        if isinstance(getattr(T, n), type) and issubclass(getattr(T, n), T.SessionRunHook)
+        and n != "SessionRunHook"
+    ) + sorted(n for n in HOOKS_NOT_RUN if hasattr(getattr(tf, "estimator", None), "experimental")
+               and hasattr(tf.estimator.experimental, n))
+
+
+def _builtin_callbacks():
+    return sorted(n for n in dir(K) if isinstance(getattr(K, n), type))
+
+
+def test_every_builtin_is_parametrized():
+    missing = [n for n in _builtin_hooks() if n not in HOOKS and n not in HOOKS_NOT_RUN]
+    missing += [n for n in _builtin_callbacks()
+                if n not in CALLBACKS and n not in CALLBACKS_UNSUPPORTED
+                and n not in CALLBACKS_NOT_RUN]
+    assert not missing, f"built-ins without a conformance factory or a reason: {missing}"
+
+
+@pytest.mark.parametrize("name", _builtin_hooks())
+def test_builtin_hook_conforms(name, request):
+    request.node.add_marker(pytest.mark.compat("hook", name))
+    if name in HOOKS_NOT_RUN:
+        pytest.skip(HOOKS_NOT_RUN[name])
+    result = assert_hook_conforms(HOOKS[name], steps=6, steps_per_epoch=3)
+    assert result.native[-1] == ("runner", "outcome", "ok")
+
+
+@pytest.mark.parametrize("name", _builtin_callbacks())
+def test_builtin_callback_conforms(name, request):
+    request.node.add_marker(pytest.mark.compat("callback", name))
+    if name in CALLBACKS_NOT_RUN:
+        pytest.skip(CALLBACKS_NOT_RUN[name])
+    if name in CALLBACKS_UNSUPPORTED:
+        request.node.add_marker(pytest.mark.compat(
+            "callback", name, note="refused by CallbackHook with a ValueError naming the reason"))
+        with pytest.raises(ValueError, match=name):
+            hookbridge.CallbackHook([CALLBACKS_UNSUPPORTED[name]()], logs={})
+        return
+    result = assert_callback_conforms(CALLBACKS[name], steps=6, steps_per_epoch=2,
+                                      losses=(1.0, 4.0))
+    assert result.native[-1] == ("runner", "outcome", "ok")

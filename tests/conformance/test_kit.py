@@ -1,0 +1,86 @@
+"""The user-facing kit: fixtures from the pytest plugin, readable diffs, the table renderer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from hookbridge.testing import assert_hook_conforms, compat_table
+from hookbridge.testing.scenarios import ScenarioError
+
+T = tf.compat.v1.train
+
+
+class EveryOther(T.SessionRunHook):
+    def begin(self):
+        self.gs = T.get_global_step()
+
+    def before_run(self, run_context):
+        return T.SessionRunArgs({"gs": self.gs, "loss": "loss:0"})
+
+    def after_run(self, run_context, run_values):
+        if run_values.results["gs"] >= 3:
+            run_context.request_stop()
+
+
+def test_plugin_is_registered(pytestconfig):
+    assert pytestconfig.pluginmanager.has_plugin("hookbridge")
+
+
+def test_hook_fixture(hook_conforms):
+    result = hook_conforms(EveryOther, steps=6, steps_per_epoch=3)
+    assert result.native[-2][:3] == ("EveryOther[0]", "after_run", 3)
+
+
+def test_callback_fixture(callback_conforms):
+    result = callback_conforms(lambda: tf.keras.callbacks.EarlyStopping("loss", patience=0),
+                               steps=4, steps_per_epoch=1, losses=[1.0])
+    assert ("EarlyStopping[0]", "on_epoch_end") in [e[:2] for e in result.native]
+
+
+class EndOfInputInAfterRun(T.SessionRunHook):
+    def begin(self):
+        self.gs = T.get_global_step()
+
+    def after_run(self, run_context, run_values):
+        if run_context.session.run(self.gs) == 2:
+            raise tf.errors.OutOfRangeError(None, None, "done")
+
+    def end(self, session):
+        pass
+
+
+def test_a_difference_is_reported_side_by_side():
+    with pytest.raises(AssertionError) as info:
+        assert_hook_conforms(EndOfInputInAfterRun, steps=4)
+    text = str(info.value)
+    assert "first difference at event 3" in text
+    assert ">>   3  EndOfInputInAfterRun[0] end" in text and "HookCallback" in text
+
+
+def test_an_error_of_the_hook_is_part_of_the_trace():
+    class Raises(T.SessionRunHook):
+        def after_create_session(self, session, coord):
+            raise ScenarioError("boom")
+
+    result = assert_hook_conforms(Raises, steps=2)
+    assert result.native == [("Raises[0]", "after_create_session", "raised", "ScenarioError"),
+                             ("runner", "outcome", "ScenarioError")]
+
+
+def test_steps_must_be_whole_epochs():
+    with pytest.raises(ValueError, match="multiple of steps_per_epoch"):
+        assert_hook_conforms(EveryOther, steps=5, steps_per_epoch=2)
+
+
+def test_compat_table_renders_from_results(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"stack": "tfX-k", "tensorflow": "X", "keras": "k",
+        "results": {"hook:A": {"kind": "hook", "name": "A", "status": "passed", "note": ""},
+                    "callback:B": {"kind": "callback", "name": "B", "status": "xfail",
+                                   "note": "why"}}}))
+    out = tmp_path / "c.md"
+    assert compat_table.main([str(tmp_path), str(out)]) == 0
+    text = out.read_text()
+    assert "| `A` | ✅ conforms |" in text and "⚠️ known gap [1]" in text and "[1] why" in text

@@ -383,3 +383,38 @@ def test_request_stop_in_evaluate_stops_evaluation(data):
     hook = StopAfterTwoEvals()
     model.evaluate(x, y, batch_size=8, verbose=0, callbacks=[hookbridge.HookCallback([hook])])
     assert hook.evals == 2
+
+
+def test_a_feed_overrides_the_value_the_bridge_holds(data):
+    """Feeding a log tensor (by tensor or by name) changes what every fetch of it sees, as in TF1."""
+    x, y = data
+    got = []
+
+    class Feed(tf.compat.v1.train.SessionRunHook):
+        def __init__(self, key):
+            self.key = key
+
+        def before_run(self, run_context):
+            return SessionRunArgs(None, feed_dict={self.key: 42.0})
+
+    class Fetch(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            self.loss = tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+            self.twice = self.loss * 2.0
+
+        def before_run(self, run_context):
+            return SessionRunArgs([self.loss, self.twice])
+
+        def after_run(self, run_context, run_values):
+            got.append([float(v) for v in run_values.results])
+
+    for key in ("loss:0", None):
+        got.clear()
+
+        def hooks(key=key):
+            k = key or tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+            return [Feed(k), Fetch()]
+
+        make_model().fit(x, y, batch_size=16, epochs=1, verbose=0,
+                         callbacks=[hookbridge.HookCallback(hooks)])
+        assert got == [[42.0, 84.0]] * 4

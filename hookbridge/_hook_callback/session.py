@@ -108,8 +108,10 @@ class Resolver:
 
     # -- running ------------------------------------------------------------------------------
     def known_value(self, key: str, element: Any, feed_dict: Mapping | None) -> Any:
-        if feed_dict and element in feed_dict:
-            return np.asarray(feed_dict[element], dtype=element.dtype.as_numpy_dtype)
+        if feed_dict:
+            for fed in (element, element.name):
+                if fed in feed_dict:
+                    return np.asarray(feed_dict[fed], dtype=element.dtype.as_numpy_dtype)
         if key not in self.values:
             raise ValueError(
                 f"hookbridge: {element.name} has no value yet: Keras has not logged "

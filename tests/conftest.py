@@ -7,10 +7,10 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, settings
 
 keras = tf.keras
 
@@ -56,7 +56,9 @@ def run_native(make_hooks, steps: int, loss_values=None):
     graph = tf.Graph()
     with graph.as_default():
         gs = tf.compat.v1.train.get_or_create_global_step()
-        loss_in = tf.compat.v1.placeholder_with_default(np.float32(loss_values[0]), [], name="loss_in")
+        loss_in = tf.compat.v1.placeholder_with_default(
+            np.float32(loss_values[0]), [], name="loss_in"
+        )
         loss = tf.identity(loss_in, name="loss")
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
         # As Estimator does: the train op runs after the global step is read, so a fetch of the

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import make_data, make_model, run_native
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import hookbridge
-from conftest import make_data, make_model, run_native
 
 train = tf.compat.v1.train
 
@@ -20,8 +20,14 @@ def fit(hooks, epochs=3, model=None, **kw):
     x, y = make_data()
     model = model or make_model()
     model.fit(
-        x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=False,
-        callbacks=[hookbridge.HookCallback(hooks)], **kw,
+        x,
+        y,
+        batch_size=16,
+        epochs=epochs,
+        verbose=0,
+        shuffle=False,
+        callbacks=[hookbridge.HookCallback(hooks)],
+        **kw,
     )
     return model
 
@@ -48,8 +54,15 @@ def test_nan_tensor_hook_raises():
     y[20] = np.nan  # second batch has a NaN loss
     model = make_model()
     with pytest.raises(train.NanLossDuringTrainingError):
-        model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False,
-                  callbacks=[hookbridge.HookCallback([train.NanTensorHook("loss:0")])])
+        model.fit(
+            x,
+            y,
+            batch_size=16,
+            epochs=2,
+            verbose=0,
+            shuffle=False,
+            callbacks=[hookbridge.HookCallback([train.NanTensorHook("loss:0")])],
+        )
     assert steps_of(model) == 2
 
 
@@ -58,8 +71,15 @@ def test_nan_tensor_hook_can_stop_instead():
     y[40] = np.nan  # third batch
     model = make_model()
     hook = train.NanTensorHook("loss:0", fail_on_nan_loss=False)
-    model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False,
-              callbacks=[hookbridge.HookCallback([hook])])
+    model.fit(
+        x,
+        y,
+        batch_size=16,
+        epochs=2,
+        verbose=0,
+        shuffle=False,
+        callbacks=[hookbridge.HookCallback([hook])],
+    )
     assert steps_of(model) == 3
 
 
@@ -113,8 +133,9 @@ def test_checkpoint_saver_steps_match_native_and_restore(tmp_path):
         def after_save(self, session, global_step_value):
             listener_calls.append(int(global_step_value))
 
-    model = fit([train.CheckpointSaverHook(bridged_dir, save_steps=5, listeners=[Listener()])],
-                epochs=3)
+    model = fit(
+        [train.CheckpointSaverHook(bridged_dir, save_steps=5, listeners=[Listener()])], epochs=3
+    )
     run_native([train.CheckpointSaverHook(native_dir, save_steps=5)], steps=12)
 
     def saved_steps(d):
@@ -126,7 +147,9 @@ def test_checkpoint_saver_steps_match_native_and_restore(tmp_path):
     reader = tf.train.load_checkpoint(bridged_dir)
     assert int(reader.get_tensor("global_step")) == 12
     for i, w in enumerate(model.get_weights()):
-        name = [k for k in reader.get_variable_to_shape_map() if k.startswith(f"model/{i:03d}/")][0]
+        name = next(
+            k for k in reader.get_variable_to_shape_map() if k.startswith(f"model/{i:03d}/")
+        )
         np.testing.assert_array_equal(reader.get_tensor(name), w)
     fresh = make_model(seed=1)
     assert hookbridge.restore_checkpoint(fresh, bridged_dir) == 12
@@ -199,8 +222,10 @@ def test_step_counter_hook_writes_steps_per_sec(tmp_path):
 
 def test_global_step_waiter_hook_passes_when_step_reached():
     model = fit([], epochs=1)  # 4 steps already
-    fit([train.GlobalStepWaiterHook(wait_until_step=4), train.StopAtStepHook(num_steps=2)],
-        model=model)
+    fit(
+        [train.GlobalStepWaiterHook(wait_until_step=4), train.StopAtStepHook(num_steps=2)],
+        model=model,
+    )
     assert steps_of(model) == 6
 
 
@@ -209,7 +234,9 @@ def test_final_ops_hook_runs_final_ops_on_the_bridges_graph():
 
     def hooks():
         g = tf.compat.v1.get_default_graph()
-        final = g.get_tensor_by_name("loss:0") + tf.cast(tf.compat.v1.train.get_global_step(), tf.float32)
+        final = g.get_tensor_by_name("loss:0") + tf.cast(
+            tf.compat.v1.train.get_global_step(), tf.float32
+        )
         holder["hook"] = train.FinalOpsHook(final)
         return [holder["hook"]]
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
 import psutil
 import pytest
 import tensorflow as tf
+from conftest import make_data, make_model
 
 import hookbridge
-from conftest import make_data, make_model
 
 METHODS = ["begin", "after_create_session", "before_run", "after_run", "end"]
 
@@ -109,10 +108,11 @@ def test_two_models_in_two_threads_do_not_share_graphs():
         try:
             model = make_model(seed=len(name))
             hooks = [See(name), tf.compat.v1.train.StopAtStepHook(last_step=last_step)]
-            model.fit(x, y, batch_size=8, epochs=20, verbose=0,
-                      callbacks=[hookbridge.HookCallback(hooks)])
+            model.fit(
+                x, y, batch_size=8, epochs=20, verbose=0, callbacks=[hookbridge.HookCallback(hooks)]
+            )
             seen[name + "_steps"] = int(model.optimizer.iterations.numpy())
-        except BaseException as e:  # surfaced below
+        except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(e)
 
     threads = [threading.Thread(target=train, args=(n, s)) for n, s in (("a", 13), ("bb", 21))]

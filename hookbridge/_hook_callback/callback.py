@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import warnings
-from typing import Any, Callable, Iterable, Sequence, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from hookbridge import _merge, _tfcompat
-from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
-from hookbridge._hook_callback.session import BridgeSession, Resolver
+from hookbridge._hook_callback.keras_access import KerasAccess
+from hookbridge._hook_callback.run import BridgeRun
 
 keras = tf.keras
 SessionRunHook = tf.compat.v1.train.SessionRunHook
-SessionRunArgs = tf.compat.v1.train.SessionRunArgs
-SessionRunContext = tf.compat.v1.train.SessionRunContext
-SessionRunValues = tf.compat.v1.train.SessionRunValues
 
-HooksArg = Union[Sequence[SessionRunHook], Callable[[], Iterable[SessionRunHook]]]
+HooksArg = Sequence[SessionRunHook] | Callable[[], Iterable[SessionRunHook]]
 
 
-def _overrides(hook: SessionRunHook, name: str) -> bool:
-    return getattr(type(hook), name, None) is not getattr(SessionRunHook, name)
-
-
-def _check_hooks(hooks: Iterable[Any], where: str) -> list:
+def _check_hooks(hooks: Any, where: str) -> list:
     if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
         raise TypeError(
-            f"HookCallback expected a list of tf.compat.v1.train.SessionRunHook {where}, "
+            f"HookCallback expected a list of tf.compat.v1.train.SessionRunHook{where}, "
             f"received {hooks!r} of type {type(hooks).__name__}."
         )
     hooks = list(hooks)
@@ -42,24 +33,6 @@ def _check_hooks(hooks: Iterable[Any], where: str) -> list:
                 "Keras callback in the other direction use hookbridge.CallbackHook."
             )
     return hooks
-
-
-class _Run:
-    """State of one fit / evaluate / predict under the bridge."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.session: BridgeSession | None = None
-        self.coord: Any = None
-        self.step = 0
-        self.begin_batch = 0
-        self.pending: list = []
-        self.feeds: dict = {}
-        self.options: Any = None
-        self.context: Any = None
-        self.stop_requested = False
-        self.profiling = False
-        self.warned_keys: set = set()
 
 
 class HookCallback(keras.callbacks.Callback):
@@ -127,19 +100,22 @@ class HookCallback(keras.callbacks.Callback):
     ) -> None:
         super().__init__()
         if callable(hooks) and not isinstance(hooks, SessionRunHook):
-            self._hook_factory: Callable[[], Iterable[SessionRunHook]] | None = hooks
+            factory = hooks
+            self._make_hooks = lambda: _check_hooks(factory(), " from the hooks callable")
             self._hooks: list = []
         else:
             if isinstance(hooks, SessionRunHook):
                 hooks = [hooks]
-            self._hook_factory = None
             self._hooks = _check_hooks(hooks, "")
+            self._make_hooks = lambda: self._hooks
         self._log_names = list(log_names)
         self._session_config = session_config or tf.compat.v1.ConfigProto(
             intra_op_parallelism_threads=1, inter_op_parallelism_threads=2
         )
         self._profile_dir = profile_dir
-        self._run: _Run | None = None
+        self._run: BridgeRun | None = None
+        self._keras: KerasAccess | None = None
+        self._warned_spe = False
 
     # ------------------------------------------------------------------------------ public
     @property
@@ -155,7 +131,7 @@ class HookCallback(keras.callbacks.Callback):
     @property
     def graph(self) -> tf.Graph | None:
         """The bridge's graph while a run is active, else None."""
-        return self._side.graph if self._run else None
+        return self._run.side.graph if self._run else None
 
     def close(self) -> None:
         """Closes a run left open by an exception in the Keras step (no ``end()`` is called).
@@ -165,13 +141,15 @@ class HookCallback(keras.callbacks.Callback):
         the stale session first. Call ``close()`` (or use the callback as a context manager) to
         close it at once.
         """
-        self._abort()
+        run, self._run = self._run, None
+        if run is not None:
+            run.close()
 
-    def __enter__(self) -> HookCallback:
+    def __enter__(self) -> HookCallback:  # noqa: PYI034 - Self needs typing_extensions on 3.10
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._abort()
+        self.close()
 
     # ---------------------------------------------------------------- Keras entry points
     def on_train_begin(self, logs=None):
@@ -181,40 +159,37 @@ class HookCallback(keras.callbacks.Callback):
         self._finish("train")
 
     def on_epoch_begin(self, epoch, logs=None):
-        if self._run is not None and self._run.mode == "train":
-            self._batch_values.reset()
+        if self._active("train"):
+            self._run.batch_values.reset()
 
     def on_epoch_end(self, epoch, logs=None):
-        run = self._run
-        if run is not None and run.mode == "train":
-            # Re-anchor on the optimizer once per epoch (one variable read).
-            step = self._read_iterations()
-            if step is not None and step != run.step:
-                run.step = step
-                self._resolver.set_step(step)
+        if self._active("train"):
+            step = self._keras.iterations()  # one variable read per epoch
+            if step is not None:
+                self._run.reanchor(step)
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "train":
+        if self._active("train"):
             self._before(batch)
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "train":
-            self._after(batch, logs or {})
+        if self._active("train"):
+            self._after(batch, logs)
 
     def on_test_begin(self, logs=None):
-        if self._run is None:
+        if self._run is None:  # not fit's validation: training hooks don't run there
             self._start("test")
 
     def on_test_end(self, logs=None):
         self._finish("test")
 
     def on_test_batch_begin(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "test":
+        if self._active("test"):
             self._before(batch)
 
     def on_test_batch_end(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "test":
-            self._after(batch, logs or {})
+        if self._active("test"):
+            self._after(batch, logs)
 
     def on_predict_begin(self, logs=None):
         if self._run is None:
@@ -224,336 +199,71 @@ class HookCallback(keras.callbacks.Callback):
         self._finish("predict")
 
     def on_predict_batch_begin(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "predict":
+        if self._active("predict"):
             self._before(batch)
 
     def on_predict_batch_end(self, batch, logs=None):
-        if self._run is not None and self._run.mode == "predict":
-            self._after(batch, logs or {})
+        if self._active("predict"):
+            self._after(batch, logs)
 
-    # ------------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------------ internals
+    def _active(self, mode: str) -> bool:
+        return self._run is not None and self._run.mode == mode
+
     def _start(self, mode: str) -> None:
-        if self._run is not None:  # left open by an exception in a Keras step
-            self._abort()
+        self.close()  # a run left open by an exception in a Keras step
         model = self.model
         if model is None:
             raise RuntimeError(
                 "HookCallback has no model: pass it to model.fit/evaluate/predict(callbacks=...)."
             )
-        run = _Run(mode)
+        self._keras = access = KerasAccess(model)
         side = SideGraph(
-            log_keys=self._infer_log_keys(model),
+            log_keys=access.log_keys(self._log_names),
             weights=list(model.weights),
-            initial_step=0,
             with_outputs=(mode == "predict"),
         )
-        self._side = side
-        self._resolver = resolver = Resolver(side, self._read_weights)
-        self._batch_values = BatchValues(self._loss_count_reader(model) if mode != "predict" else None)
-        run.step = self._read_iterations() or 0
-        resolver.set_step(run.step)
-        try:
-            with side.graph.as_default():
-                if self._hook_factory is not None:
-                    self._hooks = _check_hooks(self._hook_factory(), "from the hooks callable")
-                for hook in self._hooks:
-                    hook.begin()
-                scaffold = tf.compat.v1.train.Scaffold()
-                scaffold.finalize()  # creates the default Saver (as MonitoredSession) and finalizes
-                session = BridgeSession(resolver, config=self._session_config)
-                run.session = session
-                tf.compat.v1.Session.run(session, scaffold.init_op, scaffold.init_feed_dict)
-                if scaffold.init_fn is not None:
-                    scaffold.init_fn(scaffold, session)
-                if scaffold.local_init_op is not None:
-                    tf.compat.v1.Session.run(session, scaffold.local_init_op)
-                side.step_in_graph = 0
-                run.coord = tf.compat.v1.train.Coordinator()
-                self._run = run
-                for hook in self._hooks:
-                    hook.after_create_session(session, run.coord)
-        except BaseException:
-            self._run = run
-            self._abort()
-            raise
-        self._before_hooks = [h for h in self._hooks if _overrides(h, "before_run")]
-        self._after_hooks = [h for h in self._hooks if _overrides(h, "after_run")]
-        self._profiles = self._profile_dirs()
+        run = BridgeRun(
+            mode,
+            side,
+            read_weights=access.weights,
+            read_count=access.loss_count_reader() if mode != "predict" else None,
+            step=access.iterations() or 0,
+            steps_per_epoch=(self.params or {}).get("steps"),
+        )
+        run.start(self._make_hooks, self._session_config, self._profile_dir)
+        self._hooks = run.hooks
+        self._run = run
 
     def _before(self, batch: int) -> None:
-        run = self._run
-        run.begin_batch = batch
-        run.pending = []
-        run.feeds = {}
-        run.options = None
-        run.context = context = SessionRunContext(
-            original_args=SessionRunArgs(None), session=run.session
-        )
-        if not self._before_hooks:
-            return
         try:
-            with self._side.graph.as_default():
-                for hook in self._before_hooks:
-                    request = hook.before_run(context)
-                    if request is None:
-                        continue
-                    if not isinstance(request, SessionRunArgs):
-                        raise TypeError(
-                            f"{type(hook).__name__}.before_run returned {request!r} of type "
-                            f"{type(request).__name__}; a SessionRunHook must return None or "
-                            "tf.compat.v1.train.SessionRunArgs."
-                        )
-                    if request.fetches is not None:
-                        run.pending.append((hook, self._resolver.plan(request.fetches)))
-                    if request.feed_dict:
-                        _merge.merge_feeds(run.feeds, request.feed_dict)
-                    if request.options:
-                        if run.options is None:
-                            run.options = tf.compat.v1.RunOptions()
-                        _merge.merge_run_options(run.options, request.options)
+            self._run.before(batch)
         except BaseException:
-            self._abort()
+            self._run = None
             raise
-        if run.options is not None and run.options.trace_level and self._profiles:
-            run.profiling = self._start_profiler()
 
-    def _after(self, batch: int, logs: dict) -> None:
+    def _after(self, batch: int, logs: dict | None) -> None:
         run = self._run
-        resolver = self._resolver
-        if run.profiling:
-            self._stop_profiler()
-            run.profiling = False
-        steps = batch - run.begin_batch + 1
-        if steps > 1 and run.mode == "train" and not getattr(self, "_warned_spe", False):
+        if run.mode == "train" and not self._warned_spe and batch > run.begin_batch:
             self._warned_spe = True
             warnings.warn(
-                f"HookCallback: Keras runs {steps} steps per execution (steps_per_execution); "
-                "hooks run once per execution, the global step advances by that much, and a stop "
-                "requested mid-execution takes effect at the end of the execution.",
-                stacklevel=2,
+                f"HookCallback: Keras runs {batch - run.begin_batch + 1} steps per execution "
+                "(steps_per_execution); hooks run once per execution, the global step advances "
+                "by that much, and a stop requested mid-execution takes effect at the end of the "
+                "execution.",
+                stacklevel=3,
             )
-        if run.mode == "predict":
-            outputs = logs.get("outputs")
-            if outputs is not None:
-                resolver.set_outputs(outputs)
-        else:
-            last = bool(self.params) and batch + 1 == self.params.get("steps")
-            resolver.set_logs(self._batch_values.update(logs, steps, last), logs)
-            self._check_keys(run, logs)
         try:
-            with self._side.graph.as_default():
-                results, options, run_metadata = self._merged_run(run)
-                stale = run.step
-                if run.mode == "train":
-                    run.step = stale + steps
-                    resolver.set_step(run.step)
-                context = run.context
-                for hook in self._after_hooks:
-                    hook.after_run(
-                        context,
-                        SessionRunValues(
-                            results=results.get(hook), options=options, run_metadata=run_metadata
-                        ),
-                    )
+            stop = run.after(batch, logs or {})
         except BaseException:
-            self._abort()
+            self._run = None
             raise
-        if run.context.stop_requested:
-            run.stop_requested = True
-            self._request_stop(run.mode)
-
-    def _request_stop(self, mode: str) -> None:
-        """Stops Keras after this step: ``stop_training`` in fit; in evaluate/predict Keras 3's
-        ``stop_evaluating``/``stop_predicting`` (Keras 2 has no such flag: a warning says so)."""
-        flag = {"train": "stop_training", "test": "stop_evaluating", "predict": "stop_predicting"}
-        model = self.model
-        if mode == "train" or hasattr(model, flag[mode]):
-            setattr(model, flag[mode], True)
-        elif not getattr(self, "_warned_stop", False):
-            self._warned_stop = True
-            warnings.warn(
-                f"HookCallback: a hook requested a stop during {mode}, but this Keras version "
-                "cannot stop evaluate/predict early (Keras 3 can); the run continues to its end.",
-                stacklevel=4,
-            )
-
-    def _merged_run(self, run: _Run) -> tuple[dict, Any, Any]:
-        options = run.options or tf.compat.v1.RunOptions()
-        run_metadata = tf.compat.v1.RunMetadata()
-        results: dict = {}
-        if not run.pending:
-            return results, options, run_metadata
-        resolver = self._resolver
-        feeds = run.feeds
-        unknown: dict = {}
-        per_hook = []
-        for hook, plan in run.pending:
-            values = [None] * len(plan.elements)
-            for i, key in plan.known:
-                values[i] = resolver.known_value(key, plan.elements[i], feeds)
-            for i, element in plan.unknown:
-                unknown.setdefault(element, None)
-            per_hook.append((hook, plan, values))
-        if unknown:
-            elements = list(unknown)
-            got = resolver.run_elements(
-                elements, feeds, options if run.options else None, run_metadata, run.step
-            )
-            unknown = dict(zip(elements, got))
-            for _, plan, values in per_hook:
-                for i, element in plan.unknown:
-                    values[i] = unknown[element]
-        for hook, plan, values in per_hook:
-            results[hook] = plan.mapper.build_results(values)
-        return results, options, run_metadata
+        if stop:
+            self._keras.request_stop(run.mode)
 
     def _finish(self, mode: str) -> None:
         run = self._run
         if run is None or run.mode != mode:
             return
-        try:
-            with self._side.graph.as_default():
-                for hook in self._hooks:
-                    hook.end(run.session)
-        except BaseException:
-            self._abort()
-            raise
-        self._close(run)
-
-    def _abort(self) -> None:
-        run = self._run
-        if run is not None:
-            if run.profiling:
-                self._stop_profiler()
-            self._close(run)
-
-    def _close(self, run: _Run) -> None:
         self._run = None
-        try:
-            if run.coord is not None:
-                run.coord.request_stop()
-                run.coord.join(stop_grace_period_secs=30)
-        finally:
-            if run.session is not None:
-                run.session.close()
-
-    # ---------------------------------------------------------------------------- helpers
-    def _infer_log_keys(self, model: Any) -> list[str]:
-        keys = ["loss"]
-        try:
-            config = model.get_compile_config() or {}
-        except Exception:  # not compiled, or a Keras without get_compile_config
-            config = {}
-        for group in ("metrics", "weighted_metrics"):
-            for metric in _flatten(config.get(group)):
-                name = _metric_name(metric)
-                if name and name not in keys:
-                    keys.append(name)
-        try:
-            names = list(model.metrics_names)  # tf_keras v1 (graph mode) models know them now
-        except Exception:
-            names = []
-        for name in [*names, *self._log_names]:
-            if name != "compile_metrics" and name not in keys:
-                keys.append(name)
-        return keys
-
-    def _check_keys(self, run: _Run, logs: dict) -> None:
-        if len(run.warned_keys) >= len(logs):
-            return
-        for key in logs:
-            if key not in run.warned_keys:
-                run.warned_keys.add(key)
-                if key not in self._side.log_tensors and key not in ("batch", "size"):
-                    warnings.warn(
-                        f"HookCallback: Keras logs {key!r} but the bridge's graph has no tensor "
-                        f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
-                        stacklevel=3,
-                    )
-
-    def _keras_context(self, variable: Any) -> Any:
-        """Where Keras variables can be read: eagerly, or in Keras's graph (tf_keras graph mode)."""
-        graph = getattr(variable, "graph", None)
-        if graph is not None and not getattr(graph, "building_function", True) and (
-            not tf.compat.v1.executing_eagerly_outside_functions()
-        ):
-            return graph.as_default()
-        return _tfcompat.eager()
-
-    def _read_iterations(self) -> int | None:
-        optimizer = getattr(self.model, "optimizer", None)
-        iterations = getattr(optimizer, "iterations", None)
-        if iterations is None:
-            return None
-        with self._keras_context(iterations):
-            return int(keras.backend.get_value(iterations))
-
-    def _read_weights(self) -> list:
-        weights = self.model.weights
-        with self._keras_context(weights[0] if weights else None):
-            return self.model.get_weights()
-
-    def _loss_count_reader(self, model: Any) -> Callable[[], float | None]:
-        """Reads the loss tracker's sample count (tf_keras builds it at the first step)."""
-        found: list = []
-
-        def read() -> float | None:
-            if not found:
-                for metric in getattr(model, "metrics", ()):
-                    if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
-                        found.append(metric.count)
-                        break
-                else:
-                    return None
-            with self._keras_context(found[0]):
-                return float(keras.backend.get_value(found[0]))
-
-        return read
-
-    def _profile_dirs(self) -> list[str]:
-        if self._profile_dir:
-            return [self._profile_dir]
-        return [
-            os.path.dirname(path)
-            for path in (_tfcompat.profiler_hook_output_file(h) for h in self._hooks)
-            if path
-        ]
-
-    def _start_profiler(self) -> bool:
-        try:
-            tf.profiler.experimental.start(self._profiles[0])
-        except Exception as e:  # another profiler session is running
-            warnings.warn(f"HookCallback: could not profile the Keras step: {e}", stacklevel=3)
-            return False
-        return True
-
-    @staticmethod
-    def _stop_profiler() -> None:
-        try:
-            tf.profiler.experimental.stop()
-        except Exception:  # already stopped
-            pass
-
-
-def _flatten(value: Any) -> list:
-    if value is None:
-        return []
-    if isinstance(value, dict) and "class_name" not in value:
-        out = []
-        for v in value.values():
-            out.extend(_flatten(v))
-        return out
-    if isinstance(value, (list, tuple)):
-        out = []
-        for v in value:
-            out.extend(_flatten(v))
-        return out
-    return [value]
-
-
-def _metric_name(metric: Any) -> str | None:
-    if isinstance(metric, str):
-        return metric
-    if isinstance(metric, dict):
-        return (metric.get("config") or {}).get("name")
-    return getattr(metric, "name", None)
+        run.finish()

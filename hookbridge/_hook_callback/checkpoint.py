@@ -40,7 +40,9 @@ def restore_checkpoint(model: Any, path: str | os.PathLike) -> int:
     try:
         reader = tf.train.load_checkpoint(prefix)
     except Exception as e:  # NotFoundError / DataLossError from the reader
-        raise FileNotFoundError(f"restore_checkpoint: cannot read checkpoint {prefix!r}: {e}") from e
+        raise FileNotFoundError(
+            f"restore_checkpoint: cannot read checkpoint {prefix!r}: {e}"
+        ) from e
     weights = list(model.weights)
     if not weights:
         raise ValueError(

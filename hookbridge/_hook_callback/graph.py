@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -43,7 +44,6 @@ class SideGraph:
         *,
         log_keys: Sequence[str],
         weights: Sequence[Any],
-        initial_step: int,
         with_outputs: bool = False,
     ) -> None:
         self.graph = tf.Graph()

@@ -8,7 +8,8 @@ fetched subgraph reads them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -20,7 +21,7 @@ from hookbridge._hook_callback.graph import SideGraph
 class FetchPlan:
     """One fetch structure, mapped once: which elements come from Python, which need a run."""
 
-    __slots__ = ("source", "items", "mapper", "elements", "known", "unknown")
+    __slots__ = ("elements", "items", "known", "mapper", "source", "unknown")
 
     def __init__(self, fetches: Any, known: Mapping[Any, str], side: SideGraph) -> None:
         self.source = fetches
@@ -188,5 +189,5 @@ class BridgeSession(tf.compat.v1.Session):
         self._resolver = resolver
         resolver.session = self
 
-    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):  # noqa: D102
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         return self._resolver.resolve(fetches, feed_dict, options, run_metadata)

@@ -1,0 +1,126 @@
+"""What the bridge reads from (and sets on) the Keras model, for every Keras flavour."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+
+keras = tf.keras
+
+_STOP_FLAGS = {"train": "stop_training", "test": "stop_evaluating", "predict": "stop_predicting"}
+
+
+class KerasAccess:
+    """Reads Keras variables where they can be read, and infers the log keys of a model.
+
+    Keras variables are read eagerly, even while the bridge's v1 graph is the default graph
+    (``tf.init_scope`` does not lift out of a v1 graph); under tf_keras graph mode
+    (``disable_eager_execution``) they are read in Keras's own graph and session.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._warned_stop = False
+
+    def _context(self, variable: Any) -> Any:
+        graph = getattr(variable, "graph", None)
+        if (
+            graph is not None
+            and not getattr(graph, "building_function", True)
+            and not tf.compat.v1.executing_eagerly_outside_functions()
+        ):
+            return graph.as_default()
+        return _tfcompat.eager()
+
+    def iterations(self) -> int | None:
+        """``model.optimizer.iterations`` (one variable read), or None without an optimizer."""
+        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+        if iterations is None:
+            return None
+        with self._context(iterations):
+            return int(keras.backend.get_value(iterations))
+
+    def weights(self) -> list:
+        """``model.get_weights()``, read from anywhere."""
+        weights = self.model.weights
+        with self._context(weights[0] if weights else None):
+            return self.model.get_weights()
+
+    def loss_count_reader(self) -> Callable[[], float | None]:
+        """Reads the loss tracker's sample count (tf_keras builds the tracker at the first step)."""
+        found: list = []
+
+        def read() -> float | None:
+            if not found:
+                for metric in getattr(self.model, "metrics", ()):
+                    if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
+                        found.append(metric.count)
+                        break
+                else:
+                    return None
+            with self._context(found[0]):
+                return float(keras.backend.get_value(found[0]))
+
+        return read
+
+    def log_keys(self, extra: list[str]) -> list[str]:
+        """``loss``, the compiled metrics' names and ``extra``: the tensors the graph gets.
+
+        Keras builds its metrics at the first step, after ``on_train_begin``, so the names come
+        from the compile config (Keras 3, tf_keras) or ``metrics_names`` (tf_keras graph mode).
+        """
+        keys = ["loss"]
+        try:
+            config = self.model.get_compile_config() or {}
+        except Exception:  # noqa: BLE001 - not compiled, or a Keras without get_compile_config
+            config = {}
+        for group in ("metrics", "weighted_metrics"):
+            for metric in _flatten(config.get(group)):
+                name = _metric_name(metric)
+                if name and name not in keys:
+                    keys.append(name)
+        try:
+            names = list(self.model.metrics_names)
+        except Exception:  # noqa: BLE001 - a model that is not compiled
+            names = []
+        for name in [*names, *extra]:
+            if name != "compile_metrics" and name not in keys:
+                keys.append(name)
+        return keys
+
+    def request_stop(self, mode: str) -> None:
+        """Stops Keras after this step: ``stop_training`` in fit; in evaluate/predict Keras 3's
+        ``stop_evaluating``/``stop_predicting`` (Keras 2 has no such flag: a warning says so)."""
+        flag = _STOP_FLAGS[mode]
+        if mode == "train" or hasattr(self.model, flag):
+            setattr(self.model, flag, True)
+        elif not self._warned_stop:
+            self._warned_stop = True
+            warnings.warn(
+                f"HookCallback: a hook requested a stop during {mode}, but this Keras version "
+                "cannot stop evaluate/predict early (Keras 3 can); the run continues to its end.",
+                stacklevel=5,
+            )
+
+
+def _flatten(value: Any) -> list:
+    if value is None:
+        return []
+    if isinstance(value, dict) and "class_name" not in value:
+        return [m for v in value.values() for m in _flatten(v)]
+    if isinstance(value, (list, tuple)):
+        return [m for v in value for m in _flatten(v)]
+    return [value]
+
+
+def _metric_name(metric: Any) -> str | None:
+    if isinstance(metric, str):
+        return metric
+    if isinstance(metric, dict):
+        return (metric.get("config") or {}).get("name")
+    return getattr(metric, "name", None)

@@ -1,0 +1,262 @@
+"""One fit / evaluate / predict as one TF1 MonitoredSession: the hooks' whole lifecycle.
+
+``BridgeRun`` owns the order of the hook calls and the exception policy, in one place: after any
+exception in a hook the session is closed without ``end()`` (the native rule), and the exception
+propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from hookbridge import _merge, _tfcompat
+from hookbridge._hook_callback.batch_values import BatchValues
+from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.session import BridgeSession, Resolver
+
+SessionRunHook = tf.compat.v1.train.SessionRunHook
+SessionRunArgs = tf.compat.v1.train.SessionRunArgs
+SessionRunContext = tf.compat.v1.train.SessionRunContext
+SessionRunValues = tf.compat.v1.train.SessionRunValues
+
+
+def overrides(hook: SessionRunHook, name: str) -> bool:
+    """Whether ``hook`` overrides ``SessionRunHook.<name>`` (the base methods do nothing)."""
+    return getattr(type(hook), name, None) is not getattr(SessionRunHook, name)
+
+
+class BridgeRun:
+    """The hooks' session for one Keras run (mode ``"train"``, ``"test"`` or ``"predict"``)."""
+
+    def __init__(
+        self,
+        mode: str,
+        side: SideGraph,
+        read_weights: Callable[[], list],
+        read_count: Callable[[], float | None] | None,
+        step: int,
+        steps_per_epoch: int | None,
+    ) -> None:
+        self.mode = mode
+        self.side = side
+        self.resolver = Resolver(side, read_weights)
+        self.batch_values = BatchValues(read_count)
+        self.steps_per_epoch = steps_per_epoch
+        self.step = step
+        self.resolver.set_step(step)
+        self.hooks: list = []
+        self.session: BridgeSession | None = None
+        self.coord: Any = None
+        self.stop_requested = False
+        self.warned_keys: set = set()
+        self.begin_batch = 0
+        self._pending: list = []
+        self._feeds: dict = {}
+        self._options: Any = None
+        self._context: Any = None
+        self._profile_dirs: list[str] = []
+        self._profiling = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(
+        self,
+        hooks: Callable[[], Sequence[SessionRunHook]],
+        session_config: Any,
+        profile_dir: str | None = None,
+    ) -> None:
+        """``begin`` for every hook, finalize, create the session, ``after_create_session``."""
+        try:
+            with self.side.graph.as_default():
+                self.hooks = list(hooks())
+                for hook in self.hooks:
+                    hook.begin()
+                scaffold = tf.compat.v1.train.Scaffold()
+                scaffold.finalize()  # the default Saver, as MonitoredSession; finalizes the graph
+                self.session = session = BridgeSession(self.resolver, config=session_config)
+                tf.compat.v1.Session.run(session, scaffold.init_op, scaffold.init_feed_dict)
+                if scaffold.init_fn is not None:
+                    scaffold.init_fn(scaffold, session)
+                if scaffold.local_init_op is not None:
+                    tf.compat.v1.Session.run(session, scaffold.local_init_op)
+                self.coord = tf.compat.v1.train.Coordinator()
+                for hook in self.hooks:
+                    hook.after_create_session(session, self.coord)
+        except BaseException:
+            self.close()
+            raise
+        self._before_hooks = [h for h in self.hooks if overrides(h, "before_run")]
+        self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
+        self._profile_dirs = (
+            [profile_dir]
+            if profile_dir
+            else [
+                os.path.dirname(path)
+                for path in map(_tfcompat.profiler_hook_output_file, self.hooks)
+                if path
+            ]
+        )
+
+    def before(self, batch: int) -> None:
+        """Every hook's ``before_run``, merged as ``_HookedSession`` merges them."""
+        self.begin_batch = batch
+        self._pending = []
+        self._feeds = {}
+        self._options = None
+        self._context = context = SessionRunContext(
+            original_args=SessionRunArgs(None), session=self.session
+        )
+        if not self._before_hooks:
+            return
+        try:
+            with self.side.graph.as_default():
+                for hook in self._before_hooks:
+                    request = hook.before_run(context)
+                    if request is None:
+                        continue
+                    if not isinstance(request, SessionRunArgs):
+                        raise TypeError(
+                            f"{type(hook).__name__}.before_run returned {request!r} of type "
+                            f"{type(request).__name__}; a SessionRunHook must return None or "
+                            "tf.compat.v1.train.SessionRunArgs."
+                        )
+                    if request.fetches is not None:
+                        self._pending.append((hook, self.resolver.plan(request.fetches)))
+                    if request.feed_dict:
+                        _merge.merge_feeds(self._feeds, request.feed_dict)
+                    if request.options:
+                        if self._options is None:
+                            self._options = tf.compat.v1.RunOptions()
+                        _merge.merge_run_options(self._options, request.options)
+        except BaseException:
+            self.close()
+            raise
+        if self._options is not None and self._options.trace_level and self._profile_dirs:
+            self._profiling = _start_profiler(self._profile_dirs[0])
+
+    def after(self, batch: int, logs: dict) -> bool:
+        """The merged run and every hook's ``after_run``; returns whether a stop was requested."""
+        if self._profiling:
+            _stop_profiler()
+            self._profiling = False
+        steps = batch - self.begin_batch + 1
+        resolver = self.resolver
+        if self.mode == "predict":
+            outputs = logs.get("outputs")
+            if outputs is not None:
+                resolver.set_outputs(outputs)
+        else:
+            last = batch + 1 == self.steps_per_epoch
+            resolver.set_logs(self.batch_values.update(logs, steps, last), logs)
+            self._check_keys(logs)
+        try:
+            with self.side.graph.as_default():
+                results, options, run_metadata = self._merged_run()
+                if self.mode == "train":
+                    self.step += steps
+                    resolver.set_step(self.step)
+                context = self._context
+                for hook in self._after_hooks:
+                    hook.after_run(
+                        context,
+                        SessionRunValues(
+                            results=results.get(hook), options=options, run_metadata=run_metadata
+                        ),
+                    )
+        except BaseException:
+            self.close()
+            raise
+        self.stop_requested = self.stop_requested or self._context.stop_requested
+        return self.stop_requested
+
+    def reanchor(self, step: int) -> None:
+        """Resets the global step to Keras's own count (once per epoch)."""
+        if step != self.step:
+            self.step = step
+            self.resolver.set_step(step)
+
+    def finish(self) -> None:
+        """Every hook's ``end(session)``, then closes the session."""
+        try:
+            with self.side.graph.as_default():
+                for hook in self.hooks:
+                    hook.end(self.session)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Closes the session (and coordinator) without calling ``end()``; idempotent."""
+        if self._profiling:
+            _stop_profiler()
+            self._profiling = False
+        coord, session = self.coord, self.session
+        self.coord = self.session = None
+        try:
+            if coord is not None:
+                coord.request_stop()
+                coord.join(stop_grace_period_secs=30)
+        finally:
+            if session is not None:
+                session.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _merged_run(self) -> tuple[dict, Any, Any]:
+        """One run of every hook's fetches: held values from Python, the rest in one run."""
+        options = self._options or tf.compat.v1.RunOptions()
+        run_metadata = tf.compat.v1.RunMetadata()
+        results: dict = {}
+        if not self._pending:
+            return results, options, run_metadata
+        resolver, feeds = self.resolver, self._feeds
+        unknown: dict = {}
+        per_hook = []
+        for hook, plan in self._pending:
+            values = [None] * len(plan.elements)
+            for i, key in plan.known:
+                values[i] = resolver.known_value(key, plan.elements[i], feeds)
+            for _, element in plan.unknown:
+                unknown.setdefault(element, None)
+            per_hook.append((hook, plan, values))
+        if unknown:
+            elements = list(unknown)
+            got = resolver.run_elements(elements, feeds, self._options, run_metadata, self.step)
+            fetched = dict(zip(elements, got))
+            for _, plan, values in per_hook:
+                for i, element in plan.unknown:
+                    values[i] = fetched[element]
+        for hook, plan, values in per_hook:
+            results[hook] = plan.mapper.build_results(values)
+        return results, options, run_metadata
+
+    def _check_keys(self, logs: dict) -> None:
+        if len(self.warned_keys) >= len(logs):
+            return
+        for key in logs:
+            if key not in self.warned_keys:
+                self.warned_keys.add(key)
+                if key not in self.side.log_tensors and key not in ("batch", "size"):
+                    warnings.warn(
+                        f"HookCallback: Keras logs {key!r} but the bridge's graph has no tensor "
+                        f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
+                        stacklevel=4,
+                    )
+
+
+def _start_profiler(logdir: str) -> bool:
+    try:
+        tf.profiler.experimental.start(logdir)
+    except Exception as e:  # noqa: BLE001 - e.g. another profiler session is running
+        warnings.warn(f"HookCallback: could not profile the Keras step: {e}", stacklevel=4)
+        return False
+    return True
+
+
+def _stop_profiler() -> None:
+    try:
+        tf.profiler.experimental.stop()
+    except Exception:  # noqa: BLE001, S110 - already stopped: nothing to do
+        pass

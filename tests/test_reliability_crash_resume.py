@@ -39,9 +39,9 @@ def _signal_and_wait(cfg, where):
 def child_hook_callback(cfg):
     """Direction 1: Keras fit with CheckpointSaverHook under HookCallback (docs/resume.md)."""
     import tensorflow as tf
+    from conftest import make_data, make_model
 
     import hookbridge
-    from conftest import make_data, make_model
 
     x, y = make_data()
     model = make_model()
@@ -76,14 +76,24 @@ def child_hook_callback(cfg):
         Fault(),
     ]
     model.fit(
-        x, y, batch_size=16, epochs=1000, shuffle=False, verbose=0,
+        x,
+        y,
+        batch_size=16,
+        epochs=1000,
+        shuffle=False,
+        verbose=0,
         callbacks=[hookbridge.HookCallback(hooks)],
     )
     np.savez(cfg["out"] + ".npz", *model.get_weights())
     with open(cfg["out"], "w") as f:
         json.dump(
-            {"resumed_at": resumed_at, "first": seen[0], "steps": len(seen),
-             "final": int(model.optimizer.iterations.numpy())}, f,
+            {
+                "resumed_at": resumed_at,
+                "first": seen[0],
+                "steps": len(seen),
+                "final": int(model.optimizer.iterations.numpy()),
+            },
+            f,
         )
 
 
@@ -171,9 +181,7 @@ def _env():
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    env["PYTHONPATH"] = os.pathsep.join(
-        [HERE, os.path.dirname(HERE), env.get("PYTHONPATH", "")]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([HERE, os.path.dirname(HERE), env.get("PYTHONPATH", "")])
     return env
 
 
@@ -185,7 +193,9 @@ def _run_child(kind, cfg, tmp_path, kill):
             os.remove(path)
     proc = subprocess.Popen(
         [sys.executable, __file__, kind, json.dumps(cfg)],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     where = None
     if kill:
@@ -228,15 +238,22 @@ def _check_checkpoints(directory, expected_latest):
 
 def _reference_hook_callback():
     import tensorflow as tf
+    from conftest import make_data, make_model
 
     import hookbridge
-    from conftest import make_data, make_model
 
     x, y = make_data()
     model = make_model()
     model.fit(
-        x, y, batch_size=16, epochs=1000, shuffle=False, verbose=0,
-        callbacks=[hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)])],
+        x,
+        y,
+        batch_size=16,
+        epochs=1000,
+        shuffle=False,
+        verbose=0,
+        callbacks=[
+            hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)])
+        ],
     )
     return model.get_weights()
 
@@ -251,9 +268,9 @@ CHAIN = [
 
 def test_hook_callback_survives_sigkill_and_resumes(tmp_path):
     import tensorflow as tf
+    from conftest import make_model
 
     import hookbridge
-    from conftest import make_model
 
     cfg = {"dir": str(tmp_path / "ckpt")}
     results = []
@@ -286,11 +303,9 @@ def _reference_callback_hook():
 
     out = {}
     with tf.Graph().as_default():
-        gs, train, variables = build_graph(tf)
+        _, train, _ = build_graph(tf)
         probe = keras.callbacks.LambdaCallback(
-            on_epoch_end=lambda e, logs: out.__setitem__(
-                4 * (e + 1), probe.model.get_weights()
-            )
+            on_epoch_end=lambda e, logs: out.__setitem__(4 * (e + 1), probe.model.get_weights())
         )
         hooks = [
             hookbridge.CallbackHook([probe], logs={"loss": "loss"}, steps_per_epoch=4),
@@ -330,10 +345,42 @@ def test_callback_hook_survives_sigkill_and_resumes(tmp_path):
     import tensorflow as tf
 
     with tf.Graph().as_default():
-        _, _, (w, b) = build_graph(tf)
+        _, _, (w, _b) = build_graph(tf)
         with tf.compat.v1.train.MonitoredSession() as sess:
             assert sorted(hookbridge.load_weights(sess, h5)) == ["b", "w"]
             np.testing.assert_allclose(sess.run(w), reference[LAST_STEP][0], rtol=1e-5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="CallbackHook restarts epochs at 0 in every new session (begin() sets _epoch = 0), "
+    "so after MonitoredTrainingSession restores global step 8 the callbacks see epoch 0 again "
+    "(ModelCheckpoint's {epoch} files are overwritten, CSVLogger rows repeat epoch numbers)",
+)
+def test_callback_hook_epochs_continue_after_resume(tmp_path):
+    import tensorflow as tf
+
+    import hookbridge
+
+    keras = tf.keras
+    epochs: list = []
+    for last_step in (8, 16):
+        with tf.Graph().as_default():
+            _, train, _ = build_graph(tf)
+            probe = keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: epochs.append(e))
+            hooks = [
+                hookbridge.CallbackHook([probe], logs={"loss": "loss"}, steps_per_epoch=4),
+                tf.compat.v1.train.StopAtStepHook(last_step=last_step),
+            ]
+            with tf.compat.v1.train.MonitoredTrainingSession(
+                checkpoint_dir=str(tmp_path),
+                hooks=hooks,
+                save_summaries_steps=None,
+                log_step_count_steps=None,
+            ) as sess:
+                while not sess.should_stop():
+                    sess.run(train)
+    assert epochs == [0, 1, 2, 3]  # the second session resumed at step 8 = epoch 2
 
 
 if __name__ == "__main__":

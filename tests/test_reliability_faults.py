@@ -17,9 +17,9 @@ import threading
 import psutil
 import pytest
 import tensorflow as tf
+from conftest import KERAS3
 
 import hookbridge
-from conftest import KERAS3
 
 keras = tf.keras
 
@@ -209,8 +209,7 @@ def test_fault_in_callback_or_step(tmp_path, fault):
     # Released callbacks close their files (as after a failed Keras fit); no thread is left.
     # (The traceback holds the frames that hold the callbacks: drop it, as a caller would.)
     info.value.__traceback__ = None
-    del callbacks, witness_cb, witnesses, extra, info
-    error = None
+    callbacks = witness_cb = witnesses = extra = info = error = None
     gc.collect()
     assert _open_under(d) == []
     if os.path.isdir(os.path.join(d, "tb", "train")):

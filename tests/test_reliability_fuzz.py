@@ -11,11 +11,11 @@ import tempfile
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import make_data, make_model
 from hypothesis import given
 from hypothesis import strategies as st
 
 import hookbridge
-from conftest import make_data, make_model
 
 keras = tf.keras
 
@@ -39,7 +39,7 @@ def _names(obj, message):
     return repr(obj) in message or type(obj).__name__ in message
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model():
     return make_model()
 
@@ -71,9 +71,11 @@ def test_hook_callback_rejects_non_hook_lists(bad):
 def test_hooks_callable_returning_junk_is_refused_before_any_hook_runs(bad):
     with tempfile.TemporaryDirectory() as d:
         cb = hookbridge.HookCallback(
-            lambda: [tf.compat.v1.train.CheckpointSaverHook(d, save_steps=1), bad]
-            if not isinstance(bad, list)
-            else bad
+            lambda: (
+                [tf.compat.v1.train.CheckpointSaverHook(d, save_steps=1), bad]
+                if not isinstance(bad, list)
+                else bad
+            )
         )
         with pytest.raises(TypeError, match="HookCallback") as info:
             _fit(cb)
@@ -216,10 +218,25 @@ def test_callback_reading_an_odd_model_attribute_is_named(attr):
             seen["set"] = getattr(self.model, "x_" + attr)
             getattr(self.model.optimizer, attr)
 
-    g_attrs = {"layers", "train_function", "train_tf_function", "make_train_function",
-               "distribute_strategy", "built", "name", "optimizer", "metrics", "weights",
-               "trainable_weights", "trainable_variables", "stop_training", "get_weights",
-               "set_weights", "save", "save_weights"}
+    g_attrs = {
+        "layers",
+        "train_function",
+        "train_tf_function",
+        "make_train_function",
+        "distribute_strategy",
+        "built",
+        "name",
+        "optimizer",
+        "metrics",
+        "weights",
+        "trainable_weights",
+        "trainable_variables",
+        "stop_training",
+        "get_weights",
+        "set_weights",
+        "save",
+        "save_weights",
+    }
     hook = hookbridge.CallbackHook([Curious()], logs={"loss": "loss"}, steps_per_epoch=1)
     try:
         _session(hook, steps=1)

@@ -73,7 +73,14 @@ class SessionGraph:
             self.learning_rate = tf.compat.v1.get_variable(
                 "learning_rate", [], initializer=zeros, trainable=False
             )
-            deps = []
+            # The train op runs after every read of the global step, so a hook fetching it gets
+            # the pre-step value deterministically (TF1 leaves that order to the scheduler).
+            from tensorflow.python.training import training_util
+
+            deps = [training_util._get_or_create_global_step_read(graph)]
+            element = getattr(self.global_step, "_graph_element", None)
+            if element is not None:
+                deps.append(element)
             if end_of_input is not None:
                 dataset = tf.data.Dataset.range(end_of_input)
                 deps = [tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()]

@@ -21,15 +21,15 @@ from hookbridge.testing import (
 )
 from hookbridge.testing import strategies
 
-from conftest import KERAS3, examples
+from conftest import examples
 
 
 def known_hook_callback_bug(s: HookScenario) -> bool:
     # test_semantics.py::test_hook_raising_end_of_input_still_gets_end (xfail)
     if any(h.raise_in in ("before_run", "after_run") and h.error != "error" for h in s.hooks):
         return True
-    # test_semantics.py::test_end_of_input_global_step_at_end (xfail on Keras 3)
-    return KERAS3 and s.end_of_input is not None
+    # test_semantics.py::test_end_of_input_global_step_at_end (xfail)
+    return s.end_of_input is not None
 
 
 def assert_same(native, bridged, bridge):
@@ -38,9 +38,8 @@ def assert_same(native, bridged, bridge):
 
 @settings(max_examples=examples())
 @given(strategies.hook_scenarios())
-# regression cases kept from shrinking: the smallest end of input, two feeds (a conflict),
+# regression cases kept from shrinking: two feeds (a conflict),
 # an error in end after a stop
-@example(HookScenario(epochs=1, steps_per_epoch=1, losses=(0.25,), end_of_input=1))
 @example(HookScenario(hooks=(HookSpec(feed=0.5), HookSpec(feed=3.0, fetch="loss"))))
 @example(
     HookScenario(

@@ -24,7 +24,6 @@ from hookbridge.testing import (
 )
 from hookbridge.testing.runners import drive_session
 
-from conftest import KERAS3
 
 T = tf.compat.v1.train
 OK = ("runner", "outcome", "ok")
@@ -82,10 +81,9 @@ def test_end_of_input_means_no_after_run_for_that_run_and_end_is_called(kind):
     assert native[-1] == OK
 
 
-@pytest.mark.skipif(not KERAS3, reason="tf_keras and Keras 2 count only the batches run")
 @pytest.mark.xfail(strict=True, reason=(
-    "HookCallback on Keras 3: when the input runs out, Keras 3 has already incremented "
-    "optimizer.iterations for the failed step, and HookCallback re-anchors the global step on it "
+    "HookCallback: when the input runs out, Keras has already incremented "
+    "optimizer.iterations for the failed step (Keras 3, tf_keras and Keras 2.15 alike), and HookCallback re-anchors the global step on it "
     "at epoch end, so end() sees global_step N+1 where TF1 has N"))
 def test_end_of_input_global_step_at_end():
     s = HookScenario(epochs=1, steps_per_epoch=3, losses=(1.0,) * 3, end_of_input=2)

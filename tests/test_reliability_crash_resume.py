@@ -6,7 +6,9 @@ parent SIGKILLs it there. After every kill the latest checkpoint must be readabl
 next child must resume at its global step; the last child must stop at ``last_step`` and end with
 the weights of an uninterrupted run (computed in this process).
 
-The recipe the children follow is the one documented in docs/resume.md.
+The recipe the children follow is the one documented in docs/resume.md. CI runs two kills per
+direction; with ``HOOKBRIDGE_SOAK_STEPS`` above 2,000 (the long form) a third kill, right after a
+save, is added.
 """
 
 from __future__ import annotations
@@ -125,12 +127,14 @@ def child_callback_hook(cfg):
         seen = []
 
         class Fault(tf.compat.v1.train.SessionRunHook):
-            def before_run(self, run_context):
-                return tf.compat.v1.train.SessionRunArgs(gs)
+            # The global step is read with session.run, not fetched with the train op: in a
+            # TF1 graph a same-run read of the step it increments is unordered (TF 2.15 races).
+            def after_create_session(self, session, coord):
+                seen.append(int(session.run(gs)))
 
             def after_run(self, run_context, run_values):
-                seen.append(int(run_values.results))
-                if cfg.get("kill_after_step") == run_values.results + 1:
+                seen.append(int(run_context.session.run(gs)))
+                if cfg.get("kill_after_step") == seen[-1]:
                     _signal_and_wait(cfg, "mid-run")
 
         class Listener(tf.compat.v1.train.CheckpointSaverListener):
@@ -172,7 +176,8 @@ def child_callback_hook(cfg):
         final = tf.train.load_checkpoint(cfg["dir"]).get_tensor("global_step")
     with open(cfg["out"], "w") as f:
         json.dump(
-            {"resumed_at": seen[0], "first": seen[0], "steps": len(seen), "final": int(final)}, f
+            {"resumed_at": seen[0], "first": seen[0], "steps": len(seen) - 1, "final": int(final)},
+            f,
         )
 
 
@@ -264,6 +269,8 @@ CHAIN = [
     ({"kill_after_step": 21}, 16),  # killed mid-run, between saves
     ({"kill_after_save": 32}, 32),  # killed right after a save was written and registered
 ]
+if int(os.environ.get("HOOKBRIDGE_SOAK_STEPS", "2000")) <= 2000:
+    CHAIN = CHAIN[:2]  # CI's short form: the kill during a save and the kill mid-run
 
 
 def test_hook_callback_survives_sigkill_and_resumes(tmp_path):

@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List
 
 _MARK = {"passed": "✅ conforms", "failed": "❌ differs", "xfail": "⚠️ known gap",
-         "skipped": "— not run"}
+         "skipped": "— not run", "refused": "🚫 refused"}
 
 
 def render(results: List[dict]) -> str:

@@ -34,6 +34,20 @@ def examples() -> int:
 _results: dict = {}
 
 
+def _keras_version() -> str:
+    version = getattr(tf.keras, "__version__", None)
+    if version is None:
+        import importlib
+
+        for module in ("tf_keras", "keras"):
+            try:
+                version = importlib.import_module(module).__version__
+                break
+            except (ImportError, AttributeError):
+                continue
+    return f"{version} ({'tf_keras' if os.environ.get('TF_USE_LEGACY_KERAS') else 'keras'})"
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "compat(kind, name, note=''): a row of docs/compatibility.md"
@@ -58,6 +72,8 @@ def pytest_runtest_makereport(item, call):
                 note = note or str(report.longrepr[2]).removeprefix("Skipped: ")
         else:
             status = report.outcome  # passed / failed
+            if status == "passed" and marker.kwargs.get("refused"):
+                status = "refused"
         _results[f"{kind}:{name}"] = {"kind": kind, "name": name, "status": status, "note": note}
 
 
@@ -69,7 +85,7 @@ def pytest_sessionfinish(session, exitstatus):
     data = json.loads(path.read_text()) if path.exists() else {"stack": STACK, "results": {}}
     data["stack"] = STACK
     data["tensorflow"] = tf.__version__
-    data["keras"] = str(getattr(tf.keras, "__version__", ""))
+    data["keras"] = _keras_version()
     data["results"].update(_results)
     data["results"] = dict(sorted(data["results"].items()))
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, List, Sequence, Tuple
+import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 #: One event: ``(actor, method, *details)``, e.g. ``("h0", "after_run", 2, {"gs": 2}, False, 3)``.
-Event = Tuple[Any, ...]
+Event = tuple[Any, ...]
 #: A whole run: the events of every recorder in call order, then ``("runner", "outcome", ...)``.
-Trace = List[Event]
+Trace = list[Event]
 
 _FLOAT_DIGITS = 4
 
@@ -30,7 +32,7 @@ def normalize(value: Any) -> Any:
         return int(value)
     if isinstance(value, (float, np.floating)):
         f = float(value)
-        return f if f != f else round(f, _FLOAT_DIGITS)
+        return f if math.isnan(f) else round(f, _FLOAT_DIGITS)
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "SOU":
             return "<bytes>"
@@ -57,7 +59,7 @@ def first_difference(a: Sequence[Event], b: Sequence[Event]) -> int | None:
 
 
 def _same(x: Any, y: Any) -> bool:
-    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+    if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
         return True  # NaN == NaN for traces
     if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
         return type(x) is type(y) and len(x) == len(y) and all(map(_same, x, y))
@@ -84,9 +86,11 @@ def format_diff(
     width = max([len(expected_name)] + [len(s) for s in left[lo:hi]] + [8])
     width = min(width, 70)
     lines = [
-        f"first difference at event {i}: {expected_name} has "
-        f"{left[i] if i < len(left) else '(nothing: trace ended)'}, {actual_name} has "
-        f"{right[i] if i < len(right) else '(nothing: trace ended)'}",
+        (
+            f"first difference at event {i}: {expected_name} has "
+            f"{left[i] if i < len(left) else '(nothing: trace ended)'}, {actual_name} has "
+            f"{right[i] if i < len(right) else '(nothing: trace ended)'}"
+        ),
         "",
         f"     {'#':>3}  {expected_name:<{width}}  {actual_name}",
     ]

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
-from typing import Dict, List
 
 _MARK = {"passed": "✅ conforms", "failed": "❌ differs", "xfail": "⚠️ known gap",
          "skipped": "— not run", "refused": "🚫 refused"}
 
 
-def render(results: List[dict]) -> str:
+def render(results: list[dict]) -> str:
     """The markdown page for the loaded result files (one per stack)."""
     stacks = sorted(results, key=lambda r: r["stack"])
     lines = [
@@ -40,7 +39,7 @@ def render(results: List[dict]) -> str:
         lines += ["", f"## {title}", "",
                   "| " + " | ".join(["name"] + [f"`{r['stack']}`" for r in stacks]) + " |",
                   "|" + "---|" * (len(stacks) + 1)]
-        notes: Dict[str, str] = {}
+        notes: dict[str, str] = {}
         for name in names:
             cells = []
             for r in stacks:
@@ -61,7 +60,7 @@ def render(results: List[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     results_dir = pathlib.Path(argv[0] if argv else "tests/conformance/results")
     output = pathlib.Path(argv[1] if len(argv) > 1 else "docs/compatibility.md")

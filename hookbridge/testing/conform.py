@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -134,11 +135,11 @@ def _instrument_callback(callback: Any, actor: str, trace: Trace) -> Any:
     return callback
 
 
-def _as_list(made: Any) -> List[Any]:
+def _as_list(made: Any) -> list[Any]:
     return list(made) if isinstance(made, (list, tuple)) else [made]
 
 
-def _run_shape(steps: int, steps_per_epoch: Optional[int], losses: Optional[Sequence[float]]
+def _run_shape(steps: int, steps_per_epoch: int | None, losses: Sequence[float] | None
                ) -> _Run:
     spe = steps_per_epoch or steps
     if steps < 1 or steps % spe:
@@ -167,8 +168,8 @@ def assert_hook_conforms(
     make_hook: Callable[[], Any],
     *,
     steps: int,
-    steps_per_epoch: Optional[int] = None,
-    losses: Optional[Sequence[float]] = None,
+    steps_per_epoch: int | None = None,
+    losses: Sequence[float] | None = None,
 ) -> Conformance:
     """Checks that a hook sees the same calls under ``HookCallback`` as in ``MonitoredSession``.
 
@@ -199,7 +200,7 @@ def assert_hook_conforms(
     run = _run_shape(steps, steps_per_epoch, losses)
     from hookbridge import HookCallback
 
-    def hooks(trace: Trace) -> List[Any]:
+    def hooks(trace: Trace) -> list[Any]:
         made = _as_list(make_hook())
         return [_instrument_hook(h, f"{type(h).__name__}[{i}]", trace) for i, h in enumerate(made)]
 
@@ -218,8 +219,8 @@ def assert_callback_conforms(
     make_callback: Callable[[], Any],
     *,
     steps: int,
-    steps_per_epoch: Optional[int] = None,
-    losses: Optional[Sequence[float]] = None,
+    steps_per_epoch: int | None = None,
+    losses: Sequence[float] | None = None,
     **callback_hook_kwargs: Any,
 ) -> Conformance:
     """Checks that a callback sees the same calls under ``CallbackHook`` as in Keras ``fit``.
@@ -246,7 +247,7 @@ def assert_callback_conforms(
     """
     run = _run_shape(steps, steps_per_epoch, losses)
 
-    def callbacks(trace: Trace) -> List[Any]:
+    def callbacks(trace: Trace) -> list[Any]:
         made = _as_list(make_callback())
         return [_instrument_callback(c, f"{type(c).__name__}[{i}]", trace)
                 for i, c in enumerate(made)]
@@ -255,7 +256,7 @@ def assert_callback_conforms(
     drive_fit(callbacks(native), run, native)
     bridged: Trace = []
 
-    def hooks(g: SessionGraph) -> List[Any]:
+    def hooks(g: SessionGraph) -> list[Any]:
         return [callback_hook(callbacks(bridged), run, **callback_hook_kwargs)]
 
     drive_session(hooks, run, bridged)

@@ -14,7 +14,8 @@ TensorFlow is imported when a fixture is first used, not when pytest starts.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

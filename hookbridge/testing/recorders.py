@@ -15,7 +15,7 @@ Events are tuples ``(actor, method, *details)``:
 from __future__ import annotations
 
 import collections
-from typing import Any, List
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -59,10 +59,10 @@ class RecordingHook(tf.compat.v1.train.SessionRunHook):
     runners provide them).
     """
 
-    def __init__(self, name: str, trace: List[Event], spec: HookSpec = HookSpec()) -> None:
+    def __init__(self, name: str, trace: list[Event], spec: HookSpec | None = None) -> None:
         self.name = name
         self.trace = trace
-        self.spec = spec
+        self.spec = spec if spec is not None else HookSpec()
         self._step = -1
 
     def _maybe(self, method: str, step: int = 0) -> None:
@@ -127,11 +127,13 @@ class RecordingCallback(tf.keras.callbacks.Callback):
     ``TF_USE_LEGACY_KERAS=1``, or Keras 2 on TF 2.15).
     """
 
-    def __init__(self, name: str, trace: List[Event], spec: CallbackSpec = CallbackSpec()) -> None:
+    def __init__(
+        self, name: str, trace: list[Event], spec: CallbackSpec | None = None
+    ) -> None:
         super().__init__()
         self.name = name
         self.trace = trace
-        self.spec = spec
+        self.spec = spec if spec is not None else CallbackSpec()
         self._global = -1
 
     def _act(self, method: str, index: int = 0) -> None:

@@ -24,7 +24,8 @@ Every runner ends the trace with ``("runner", "outcome", "ok")`` or
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, List, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -34,7 +35,7 @@ from hookbridge.testing.recorders import RecordingCallback, RecordingHook
 from hookbridge.testing.scenarios import CallbackScenario, HookScenario, _Run
 
 keras = tf.keras
-_MODEL: List[Any] = []
+_MODEL: list[Any] = []
 
 
 def keras_model() -> Any:
@@ -51,7 +52,7 @@ def keras_model() -> Any:
     return _MODEL[0]
 
 
-def _outcome(trace: Trace, error: Optional[BaseException]) -> Trace:
+def _outcome(trace: Trace, error: BaseException | None) -> Trace:
     trace.append(("runner", "outcome", "ok" if error is None else type(error).__name__))
     return trace
 
@@ -60,7 +61,7 @@ def _outcome(trace: Trace, error: Optional[BaseException]) -> Trace:
 class SessionGraph:
     """The TF1 graph of the session runners (see the module docstring)."""
 
-    def __init__(self, end_of_input: Optional[int] = None) -> None:
+    def __init__(self, end_of_input: int | None = None) -> None:
         self.graph = graph = tf.Graph()
         with graph.as_default():
             self.global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -93,7 +94,7 @@ def drive_session(
     run: _Run,
     trace: Trace,
     *,
-    session_graph: Optional[SessionGraph] = None,
+    session_graph: SessionGraph | None = None,
 ) -> Trace:
     """Runs ``make_hooks(graph)`` in a native ``MonitoredSession`` over ``run``'s steps.
 
@@ -102,7 +103,7 @@ def drive_session(
     """
     g = session_graph or SessionGraph(run.end_of_input)
     limit = run.steps if run.end_of_input is None else run.end_of_input + 2
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
     try:
         with g.graph.as_default():
             hooks = list(make_hooks(g))
@@ -111,17 +112,17 @@ def drive_session(
                     if sess.should_stop():
                         break
                     sess.run(g.train_op, {g.loss_in: run.loss(i)})
-    except Exception as e:  # the run's outcome is part of the trace
+    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
     return _outcome(trace, error)
 
 
-def recording_hooks(scenario: HookScenario, trace: Trace) -> List[RecordingHook]:
+def recording_hooks(scenario: HookScenario, trace: Trace) -> list[RecordingHook]:
     """One :class:`RecordingHook` per spec, named ``h0``, ``h1``, ..."""
     return [RecordingHook(f"h{i}", trace, spec) for i, spec in enumerate(scenario.hooks)]
 
 
-def recording_callbacks(scenario: CallbackScenario, trace: Trace) -> List[RecordingCallback]:
+def recording_callbacks(scenario: CallbackScenario, trace: Trace) -> list[RecordingCallback]:
     """One :class:`RecordingCallback` per spec, named ``c0``, ``c1``, ..."""
     return [RecordingCallback(f"c{i}", trace, spec) for i, spec in enumerate(scenario.callbacks)]
 
@@ -134,11 +135,10 @@ def run_session(scenario: HookScenario) -> Trace:
 
 def run_callback_hook(scenario: CallbackScenario, **hook_kwargs: Any) -> Trace:
     """Bridged: the recording callbacks under ``CallbackHook`` in a ``MonitoredSession``."""
-    from hookbridge import CallbackHook
 
     trace: Trace = []
 
-    def hooks(g: SessionGraph) -> List[Any]:
+    def hooks(g: SessionGraph) -> list[Any]:
         callbacks = recording_callbacks(scenario, trace)
         return [callback_hook(callbacks, scenario, **hook_kwargs)]
 
@@ -161,7 +161,7 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
     """Runs Keras ``fit`` on the shared model with ``callbacks`` over ``run``'s steps."""
     model = keras_model()
     model.optimizer.iterations.assign(0)
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
     try:
         if run.end_of_input is None:
             ys = np.array(
@@ -185,7 +185,7 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
             model.fit(
                 batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks)
             )
-    except Exception as e:  # the run's outcome is part of the trace
+    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
     return _outcome(trace, error)
 

@@ -11,7 +11,7 @@ or the ``i``-th Keras batch of the whole ``fit``. The loss of step ``i`` is
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Optional, Tuple
+from typing import Literal
 
 #: Where a scripted hook can raise or request a stop.
 HookMethod = Literal["begin", "after_create_session", "before_run", "after_run", "end"]
@@ -26,12 +26,12 @@ ErrorKind = Literal["error", "out_of_range", "stop_iteration"]
 FetchKind = Literal[
     "none", "gs", "loss", "name", "op", "dict", "list", "tuple", "nested", "namedtuple"
 ]
-FETCH_KINDS: Tuple[str, ...] = (
+FETCH_KINDS: tuple[str, ...] = (
     "none", "gs", "loss", "name", "op", "dict", "list", "tuple", "nested", "namedtuple"
 )
 
 #: Batch losses both worlds can produce exactly (the Keras model predicts 0, y = sqrt(loss)).
-EXACT_LOSSES: Tuple[float, ...] = (0.25, 1.0, 2.25, 4.0, 6.25, 9.0)
+EXACT_LOSSES: tuple[float, ...] = (0.25, 1.0, 2.25, 4.0, 6.25, 9.0)
 
 
 class ScenarioError(Exception):
@@ -54,10 +54,10 @@ class HookSpec:
     """
 
     fetch: str = "gs"
-    feed: Optional[float] = None
-    stop_in: Optional[str] = None
+    feed: float | None = None
+    stop_in: str | None = None
     stop_at: int = 0
-    raise_in: Optional[str] = None
+    raise_in: str | None = None
     raise_at: int = 0
     error: str = "error"
 
@@ -72,9 +72,9 @@ class CallbackSpec:
         raise_in, raise_at, error: raise ``error`` in that method, indexed the same way.
     """
 
-    stop_in: Optional[str] = None
+    stop_in: str | None = None
     stop_at: int = 0
-    raise_in: Optional[str] = None
+    raise_in: str | None = None
     raise_at: int = 0
     error: str = "error"
 
@@ -83,8 +83,8 @@ class CallbackSpec:
 class _Run:
     epochs: int = 1
     steps_per_epoch: int = 3
-    losses: Tuple[float, ...] = (1.0,)
-    end_of_input: Optional[int] = None
+    losses: tuple[float, ...] = (1.0,)
+    end_of_input: int | None = None
 
     def __post_init__(self) -> None:
         if self.end_of_input is not None and self.epochs != 1:
@@ -113,11 +113,11 @@ class HookScenario(_Run):
     in Keras); the caller would otherwise run ``steps`` steps.
     """
 
-    hooks: Tuple[HookSpec, ...] = (HookSpec(),)
+    hooks: tuple[HookSpec, ...] = (HookSpec(),)
 
 
 @dataclasses.dataclass(frozen=True)
 class CallbackScenario(_Run):
     """Recording callbacks (named ``c0``, ``c1``, ...) over a scripted run."""
 
-    callbacks: Tuple[CallbackSpec, ...] = (CallbackSpec(),)
+    callbacks: tuple[CallbackSpec, ...] = (CallbackSpec(),)

@@ -71,7 +71,9 @@ def _run_shape(draw: Any, max_epochs: int, max_steps_per_epoch: int) -> dict:
         # at least one batch: Keras refuses an empty generator (ValueError) before training
         end_of_input = draw(_maybe(st.integers(1, spe + 1)))
     losses = tuple(draw(st.lists(st.sampled_from(EXACT_LOSSES), min_size=spe, max_size=spe)))
-    return dict(epochs=epochs, steps_per_epoch=spe, end_of_input=end_of_input, losses=losses)
+    return {
+        "epochs": epochs, "steps_per_epoch": spe, "end_of_input": end_of_input, "losses": losses
+    }
 
 
 @st.composite

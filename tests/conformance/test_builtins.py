@@ -12,11 +12,10 @@ import tempfile
 
 import pytest
 import tensorflow as tf
+from conftest import KERAS3
 
 import hookbridge
 from hookbridge.testing import assert_callback_conforms, assert_hook_conforms
-
-from conftest import KERAS3
 
 T = tf.compat.v1.train
 K = tf.keras.callbacks

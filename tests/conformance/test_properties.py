@@ -6,6 +6,7 @@ strict xfail in test_semantics.py, so the property keeps covering everything els
 
 from __future__ import annotations
 
+from conftest import examples
 from hypothesis import assume, example, given, settings
 
 from hookbridge.testing import (
@@ -18,10 +19,8 @@ from hookbridge.testing import (
     run_fit,
     run_hook_callback,
     run_session,
+    strategies,
 )
-from hookbridge.testing import strategies
-
-from conftest import examples
 
 
 def known_hook_callback_bug(s: HookScenario) -> bool:

@@ -13,9 +13,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from hookbridge.testing import assert_callback_conforms, assert_hook_conforms  # noqa: E402
+from hookbridge.testing import assert_callback_conforms, assert_hook_conforms
 
 
 class LossThresholdHook(tf.compat.v1.train.SessionRunHook):

@@ -358,12 +358,6 @@ def test_callback_hook_survives_sigkill_and_resumes(tmp_path):
             np.testing.assert_allclose(sess.run(w), reference[LAST_STEP][0], rtol=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CallbackHook restarts epochs at 0 in every new session (begin() sets _epoch = 0), "
-    "so after MonitoredTrainingSession restores global step 8 the callbacks see epoch 0 again "
-    "(ModelCheckpoint's {epoch} files are overwritten, CSVLogger rows repeat epoch numbers)",
-)
 def test_callback_hook_epochs_continue_after_resume(tmp_path):
     import tensorflow as tf
 

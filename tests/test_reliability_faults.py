@@ -224,12 +224,6 @@ def test_fault_in_callback_or_step(tmp_path, fault):
     assert _tb_epochs(d2) == list(range(6))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatch.overrides calls _implements_train_batch_hooks() of tf_keras's v1 "
-    "TensorBoard (what keras.callbacks.TensorBoard returns while a graph is the default), "
-    "which raises AttributeError '_should_trace' instead of a CallbackHook message",
-)
 @pytest.mark.skipif(KERAS3, reason="Keras 3 has no graph-mode (v1) TensorBoard class")
 def test_tensorboard_built_inside_a_graph_gets_a_clear_error(tmp_path):
     with tf.Graph().as_default():

@@ -135,12 +135,6 @@ def test_conflicting_feeds_and_feed_of_unknown_tensor():
     assert cb.session is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HookCallback never validates a hook's feed_dict when no hook fetches anything "
-    "(_merged_run returns early): a feed of a tensor the graph lacks is silently dropped, where "
-    "native MonitoredSession raises from Session.run",
-)
 def test_feed_of_an_unknown_tensor_is_refused():
     cb = hookbridge.HookCallback([Returns(tf.compat.v1.train.SessionRunArgs(None, {"nope:0": 1}))])
     with pytest.raises((TypeError, ValueError, KeyError), match="nope"):

@@ -175,6 +175,8 @@ class CallbackHook(SessionRunHook):
         self._args = SessionRunArgs(tensors) if self._needs_values else None
         self._epoch = 0
         self._batch = 0
+        self._resume_batch = 0
+        self._global_step = tf.compat.v1.train.get_global_step(graph)
         self._epoch_open = False
         self._epoch_logs: dict = {}
         self._started = False
@@ -189,12 +191,13 @@ class CallbackHook(SessionRunHook):
         self._state.session = session
         if not self._started:  # not again on session recovery
             self._started = True
+            self._resume_from(session)
             dispatch.call(self._table["on_train_begin"], {})
 
     def before_run(self, run_context: Any) -> Any:
         if not self._epoch_open:
             self._epoch_open = True
-            self._batch = 0
+            self._batch, self._resume_batch = self._resume_batch, 0
             self._means.reset()
             dispatch.call(self._table["on_epoch_begin"], self._epoch, {})
         if self._batch_begin:
@@ -223,6 +226,18 @@ class CallbackHook(SessionRunHook):
         dispatch.call(self._table["on_train_end"], self._epoch_logs)
 
     # -- epochs ------------------------------------------------------------------------------
+    def _resume_from(self, session: Any) -> None:
+        """Continues the epoch count of a restored run: epoch = global step // steps_per_epoch.
+
+        A MonitoredTrainingSession with ``checkpoint_dir`` restores the global step, so epochs
+        (ModelCheckpoint's ``{epoch}``, CSVLogger rows) continue instead of restarting at 0; a
+        run restored mid-epoch finishes that epoch at its usual boundary.
+        """
+        if self._global_step is None or self._steps_per_epoch is None:
+            return
+        step = int(session.run(self._global_step))
+        self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
+
     def _end_epoch(self) -> None:
         logs = self._means.means()
         if self._validation_fn is not None:

@@ -61,6 +61,7 @@ class BridgeRun:
         self._context: Any = None
         self._profile_dirs: list[str] = []
         self._profiling = False
+        self._valid_feeds: set = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(
@@ -127,6 +128,7 @@ class BridgeRun:
                     if request.fetches is not None:
                         self._pending.append((hook, self.resolver.plan(request.fetches)))
                     if request.feed_dict:
+                        self._check_feeds(hook, request.feed_dict)
                         _merge.merge_feeds(self._feeds, request.feed_dict)
                     if request.options:
                         if self._options is None:
@@ -231,6 +233,22 @@ class BridgeRun:
         for hook, plan, values in per_hook:
             results[hook] = plan.mapper.build_results(values)
         return results, options, run_metadata
+
+    def _check_feeds(self, hook: SessionRunHook, feed_dict: dict) -> None:
+        """Refuses a feed of something the graph lacks, as ``Session.run`` would (even when no
+        run happens because every fetch is answered from Python). Checked once per key."""
+        for key in feed_dict:
+            if key in self._valid_feeds:
+                continue
+            try:
+                self.side.graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+            except (TypeError, ValueError, KeyError) as e:
+                raise TypeError(
+                    f"Cannot interpret feed_dict key {key!r} from {type(hook).__name__}.before_run "
+                    f"as Tensor: {e}\nhookbridge: tensors available in the bridge's graph: "
+                    f"{self.side.available_names()} (plus any a hook added in begin())."
+                ) from None
+            self._valid_feeds.add(key)
 
     def _check_keys(self, logs: dict) -> None:
         if len(self.warned_keys) >= len(logs):

@@ -1,25 +1,29 @@
 """hookbridge: move TF1 training code to Keras in stages, keeping its hooks and callbacks.
 
-* :class:`HookCallback` runs TF1 ``SessionRunHook``s inside Keras ``fit``/``evaluate``/``predict``.
-* :func:`restore_checkpoint` loads a checkpoint written under ``HookCallback`` into a Keras model.
+* :class:`HookCallback` runs TF1 ``SessionRunHook``s inside Keras ``fit``/``evaluate``/``predict``;
+  :func:`restore_checkpoint` loads a checkpoint written under it back into a Keras model.
+* :class:`CallbackHook` runs Keras callbacks inside ``MonitoredSession`` / ``Estimator``;
+  :func:`load_weights` / :func:`read_weights` read what its ``ModelCheckpoint`` saved.
+* :mod:`hookbridge.hooks`: the R tfestimators ``hook_history_saver`` / ``hook_progress_bar``.
+* :mod:`hookbridge.testing`: the conformance kit (imported on demand: it needs hypothesis).
 """
 
 from __future__ import annotations
 
-from hookbridge._hook_callback.callback import HookCallback
-from hookbridge._hook_callback.checkpoint import restore_checkpoint
+from hookbridge import hooks
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
 from hookbridge._callback_hook.hook import CallbackHook
 from hookbridge._callback_hook.weights import load_weights, read_weights
-from hookbridge import hooks
+from hookbridge._hook_callback.callback import HookCallback
+from hookbridge._hook_callback.checkpoint import restore_checkpoint
 
 __all__ = [
-    "HookCallback",
-    "restore_checkpoint",
     "CallbackHook",
+    "HookCallback",
     "UnsupportedModelAttributeError",
+    "hooks",
     "load_weights",
     "read_weights",
-    "hooks",
+    "restore_checkpoint",
 ]
 __version__ = "0.1.0"

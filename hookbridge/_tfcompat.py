@@ -17,7 +17,7 @@ from tensorflow.python.training import training_util as _training_util
 PRIVATE_SYMBOLS = (
     (_tf_session, "_FetchMapper"),
     (_training_util, "_get_or_create_global_step_read"),
-    (_eager_context, "context"),
+    (_eager_context, "eager_mode"),
 )
 
 
@@ -33,26 +33,6 @@ def fetch_mapper(fetches: Any) -> Any:
 def global_step_read_tensor(graph: tf.Graph) -> tf.Tensor:
     """The cached ``global_step + 0`` read tensor that built-in hooks fetch (created on demand)."""
     return _training_util._get_or_create_global_step_read(graph)
-
-
-class RunMetadataCollector:
-    """Collects ``RunMetadata`` (with ``step_stats``) of the eager/tf.function ops run meanwhile.
-
-    Used to give ProfilerHook a trace of the real Keras training step.
-    """
-
-    def __enter__(self) -> RunMetadataCollector:
-        self.run_metadata = None
-        ctx = _eager_context.context()
-        ctx.enable_run_metadata()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        ctx = _eager_context.context()
-        try:
-            self.run_metadata = ctx.export_run_metadata()
-        finally:
-            ctx.disable_run_metadata()
 
 
 def profiler_hook_output_file(hook: Any) -> str | None:

@@ -11,8 +11,13 @@ import json
 import pathlib
 import sys
 
-_MARK = {"passed": "✅ conforms", "failed": "❌ differs", "xfail": "⚠️ known gap",
-         "skipped": "— not run", "refused": "🚫 refused"}
+_MARK = {
+    "passed": "✅ conforms",
+    "failed": "❌ differs",
+    "xfail": "⚠️ known gap",
+    "skipped": "— not run",
+    "refused": "🚫 refused",
+}
 
 
 def render(results: list[dict]) -> str:
@@ -30,15 +35,23 @@ def render(results: list[dict]) -> str:
         "| stack | TensorFlow | Keras |",
         "|---|---|---|",
     ]
-    lines += [f"| `{r['stack']}` | {r.get('tensorflow', '')} | {r.get('keras', '')} |"
-              for r in stacks]
-    for kind, title in (("hook", "TF1 hooks under `HookCallback` (in Keras `fit`)"),
-                        ("callback", "Keras callbacks under `CallbackHook` (in `MonitoredSession`)")):
-        names = sorted({v["name"] for r in stacks for v in r["results"].values()
-                        if v["kind"] == kind})
-        lines += ["", f"## {title}", "",
-                  "| " + " | ".join(["name"] + [f"`{r['stack']}`" for r in stacks]) + " |",
-                  "|" + "---|" * (len(stacks) + 1)]
+    lines += [
+        f"| `{r['stack']}` | {r.get('tensorflow', '')} | {r.get('keras', '')} |" for r in stacks
+    ]
+    for kind, title in (
+        ("hook", "TF1 hooks under `HookCallback` (in Keras `fit`)"),
+        ("callback", "Keras callbacks under `CallbackHook` (in `MonitoredSession`)"),
+    ):
+        names = sorted(
+            {v["name"] for r in stacks for v in r["results"].values() if v["kind"] == kind}
+        )
+        lines += [
+            "",
+            f"## {title}",
+            "",
+            "| " + " | ".join(["name"] + [f"`{r['stack']}`" for r in stacks]) + " |",
+            "|" + "---|" * (len(stacks) + 1),
+        ]
         notes: dict[str, str] = {}
         for name in names:
             cells = []
@@ -66,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     output = pathlib.Path(argv[1] if len(argv) > 1 else "docs/compatibility.md")
     files = sorted(results_dir.glob("*.json"))
     if not files:
-        print(f"no results in {results_dir}: run the conformance suite first "
-              "(pytest tests/conformance)", file=sys.stderr)
+        print(
+            f"no results in {results_dir}: run the conformance suite first "
+            "(pytest tests/conformance)",
+            file=sys.stderr,
+        )
         return 1
     output.write_text(render([json.loads(f.read_text()) for f in files]))
     print(f"wrote {output} from {len(files)} stack(s)")

@@ -27,8 +27,12 @@ from hookbridge.testing.scenarios import EXACT_LOSSES, _Run
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 _HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
 _CALLBACK_METHODS = (
-    "on_train_begin", "on_epoch_begin", "on_train_batch_begin", "on_train_batch_end",
-    "on_epoch_end", "on_train_end",
+    "on_train_begin",
+    "on_epoch_begin",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_epoch_end",
+    "on_train_end",
 )
 
 
@@ -48,9 +52,11 @@ def _describe_fetches(fetches: Any) -> Any:
     if isinstance(fetches, dict):
         return {str(k): _describe_fetches(v) for k, v in sorted(fetches.items(), key=str)}
     if isinstance(fetches, (list, tuple)):
-        return type(fetches)(_describe_fetches(v) for v in fetches) if not hasattr(
-            fetches, "_fields"
-        ) else (type(fetches).__name__,) + tuple(_describe_fetches(v) for v in fetches)
+        return (
+            type(fetches)(_describe_fetches(v) for v in fetches)
+            if not hasattr(fetches, "_fields")
+            else (type(fetches).__name__,) + tuple(_describe_fetches(v) for v in fetches)
+        )
     return normalize(fetches)
 
 
@@ -65,8 +71,13 @@ def _describe_request(request: Any) -> Any:
     }
 
 
-def _record(trace: Trace, actor: str, method: str, original: Callable[..., Any],
-            describe: Callable[..., tuple]) -> Callable[..., Any]:
+def _record(
+    trace: Trace,
+    actor: str,
+    method: str,
+    original: Callable[..., Any],
+    describe: Callable[..., tuple],
+) -> Callable[..., Any]:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -108,7 +119,9 @@ def _instrument_hook(hook: Any, actor: str, trace: Trace) -> Any:
     for method in _HOOK_METHODS:
         if getattr(type(hook), method) is getattr(SessionRunHook, method):
             continue  # a no-op: HookCallback does not call it, nothing to observe
-        setattr(hook, method, _record(trace, actor, method, getattr(hook, method), describe(method)))
+        setattr(
+            hook, method, _record(trace, actor, method, getattr(hook, method), describe(method))
+        )
     return hook
 
 
@@ -116,8 +129,11 @@ def _instrument_callback(callback: Any, actor: str, trace: Trace) -> Any:
     def describe(method: str) -> Callable[..., tuple]:
         def d(args: tuple, result: Any) -> tuple:
             index = args[:1] if method not in ("on_train_begin", "on_train_end") else ()
-            logs = args[1] if len(args) > 1 else (args[0] if method == "on_train_end" and args
-                                                     else None)
+            logs = (
+                args[1]
+                if len(args) > 1
+                else (args[0] if method == "on_train_end" and args else None)
+            )
             if method.endswith("_begin"):
                 logs = None
             model = getattr(callback, "model", None)
@@ -139,16 +155,15 @@ def _as_list(made: Any) -> list[Any]:
     return list(made) if isinstance(made, (list, tuple)) else [made]
 
 
-def _run_shape(steps: int, steps_per_epoch: int | None, losses: Sequence[float] | None
-               ) -> _Run:
+def _run_shape(steps: int, steps_per_epoch: int | None, losses: Sequence[float] | None) -> _Run:
     spe = steps_per_epoch or steps
     if steps < 1 or steps % spe:
         raise ValueError(
             f"steps={steps} must be a positive multiple of steps_per_epoch={spe} (Keras runs "
             "whole epochs)."
         )
-    losses = tuple(losses) if losses else tuple(
-        EXACT_LOSSES[i % len(EXACT_LOSSES)] for i in range(spe)
+    losses = (
+        tuple(losses) if losses else tuple(EXACT_LOSSES[i % len(EXACT_LOSSES)] for i in range(spe))
     )
     if len(losses) != spe:
         raise ValueError(f"losses needs one value per step of an epoch ({spe}), got {len(losses)}.")
@@ -249,8 +264,9 @@ def assert_callback_conforms(
 
     def callbacks(trace: Trace) -> list[Any]:
         made = _as_list(make_callback())
-        return [_instrument_callback(c, f"{type(c).__name__}[{i}]", trace)
-                for i, c in enumerate(made)]
+        return [
+            _instrument_callback(c, f"{type(c).__name__}[{i}]", trace) for i, c in enumerate(made)
+        ]
 
     native: Trace = []
     drive_fit(callbacks(native), run, native)

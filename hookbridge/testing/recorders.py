@@ -127,9 +127,7 @@ class RecordingCallback(tf.keras.callbacks.Callback):
     ``TF_USE_LEGACY_KERAS=1``, or Keras 2 on TF 2.15).
     """
 
-    def __init__(
-        self, name: str, trace: list[Event], spec: CallbackSpec | None = None
-    ) -> None:
+    def __init__(self, name: str, trace: list[Event], spec: CallbackSpec | None = None) -> None:
         super().__init__()
         self.name = name
         self.trace = trace

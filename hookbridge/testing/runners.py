@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from hookbridge import _tfcompat
 from hookbridge.testing._trace import Trace
 from hookbridge.testing.recorders import RecordingCallback, RecordingHook
 from hookbridge.testing.scenarios import CallbackScenario, HookScenario, _Run
@@ -76,12 +77,10 @@ class SessionGraph:
             )
             # The train op runs after every read of the global step, so a hook fetching it gets
             # the pre-step value deterministically (TF1 leaves that order to the scheduler).
-            from tensorflow.python.training import training_util
-
-            deps = [training_util._get_or_create_global_step_read(graph)]
-            element = getattr(self.global_step, "_graph_element", None)
-            if element is not None:
-                deps.append(element)
+            deps = [
+                _tfcompat.global_step_read_tensor(graph),
+                graph.as_graph_element(self.global_step),
+            ]
             if end_of_input is not None:
                 dataset = tf.data.Dataset.range(end_of_input)
                 deps = [tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()]
@@ -169,7 +168,12 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
             )
             xs = np.zeros_like(ys)
             model.fit(
-                xs, ys, batch_size=1, epochs=run.epochs, shuffle=False, verbose=0,
+                xs,
+                ys,
+                batch_size=1,
+                epochs=run.epochs,
+                shuffle=False,
+                verbose=0,
                 callbacks=list(callbacks),
             )
         else:
@@ -182,9 +186,7 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
                         np.array([[math.sqrt(run.loss(i))]], "float32"),
                     )
 
-            model.fit(
-                batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks)
-            )
+            model.fit(batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks))
     except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
     return _outcome(trace, error)

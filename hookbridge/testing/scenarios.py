@@ -27,7 +27,16 @@ FetchKind = Literal[
     "none", "gs", "loss", "name", "op", "dict", "list", "tuple", "nested", "namedtuple"
 ]
 FETCH_KINDS: tuple[str, ...] = (
-    "none", "gs", "loss", "name", "op", "dict", "list", "tuple", "nested", "namedtuple"
+    "none",
+    "gs",
+    "loss",
+    "name",
+    "op",
+    "dict",
+    "list",
+    "tuple",
+    "nested",
+    "namedtuple",
 )
 
 #: Batch losses both worlds can produce exactly (the Keras model predicts 0, y = sqrt(loss)).

@@ -25,7 +25,12 @@ from hookbridge.testing.scenarios import (
 
 HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
 CALLBACK_METHODS = (
-    "train_begin", "epoch_begin", "batch_begin", "batch_end", "epoch_end", "train_end"
+    "train_begin",
+    "epoch_begin",
+    "batch_begin",
+    "batch_end",
+    "epoch_end",
+    "train_end",
 )
 ERRORS = ("error", "out_of_range", "stop_iteration")
 
@@ -72,7 +77,10 @@ def _run_shape(draw: Any, max_epochs: int, max_steps_per_epoch: int) -> dict:
         end_of_input = draw(_maybe(st.integers(1, spe + 1)))
     losses = tuple(draw(st.lists(st.sampled_from(EXACT_LOSSES), min_size=spe, max_size=spe)))
     return {
-        "epochs": epochs, "steps_per_epoch": spe, "end_of_input": end_of_input, "losses": losses
+        "epochs": epochs,
+        "steps_per_epoch": spe,
+        "end_of_input": end_of_input,
+        "losses": losses,
     }
 
 

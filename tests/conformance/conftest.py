@@ -16,9 +16,8 @@ import tensorflow as tf
 from hypothesis import settings
 
 KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
-STACK = (
-    f"tf{'.'.join(tf.__version__.split('.')[:2])}-"
-    + ("keras3" if KERAS3 else ("tf_keras" if os.environ.get("TF_USE_LEGACY_KERAS") else "keras2"))
+STACK = f"tf{'.'.join(tf.__version__.split('.')[:2])}-" + (
+    "keras3" if KERAS3 else ("tf_keras" if os.environ.get("TF_USE_LEGACY_KERAS") else "keras2")
 )
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 

@@ -36,7 +36,8 @@ HOOKS = {
     "LoggingTensorHook": lambda: T.LoggingTensorHook({"loss": "loss:0"}, every_n_iter=2),
     "NanTensorHook": lambda: T.NanTensorHook("loss:0"),
     "SummarySaverHook": lambda: T.SummarySaverHook(
-        save_steps=2, output_dir=_tmp(),
+        save_steps=2,
+        output_dir=_tmp(),
         summary_op=tf.compat.v1.summary.scalar("loss_summary", _t("loss:0")),
     ),
     "GlobalStepWaiterHook": lambda: T.GlobalStepWaiterHook(wait_until_step=0),
@@ -82,28 +83,40 @@ CALLBACKS_NOT_RUN = {
 #: Differences the suite found (strict xfails: they flip to failures once fixed). Keyed by stack
 #: kind; the reason is the first differing event the kit reported.
 LEGACY = "tf_keras / Keras 2"
-KNOWN_CALLBACK_GAPS = {} if KERAS3 else {
-    "LearningRateScheduler": "CallbackHook passes on_train_end the epoch-end logs dict that "
-    "the callback mutated ('lr' added in on_epoch_end); " + LEGACY + " fit passes logs without it",
-    "ReduceLROnPlateau": "CallbackHook passes on_train_end the epoch-end logs dict that the "
-    "callback mutated ('lr' added in on_epoch_end); " + LEGACY + " fit passes logs without it",
-    "ProgbarLogger": "with verbose=0 " + LEGACY + " fit calls no batch hooks of a user "
-    "ProgbarLogger; CallbackHook calls on_train_batch_end",
-    "TensorBoard": "CallbackHook.__init__ (dispatch.build_table) calls " + LEGACY + " "
-    "TensorBoard._implements_train_batch_hooks() before set_model, which reads "
-    "self._should_trace (not set yet): AttributeError before the session starts",
-    "BaseLogger": "BaseLogger.on_epoch_end reads params['metrics'], which CallbackHook's "
-    "params lack: KeyError; native " + LEGACY + " fit runs it",
-}
+KNOWN_CALLBACK_GAPS = (
+    {}
+    if KERAS3
+    else {
+        "LearningRateScheduler": "CallbackHook passes on_train_end the epoch-end logs dict that "
+        "the callback mutated ('lr' added in on_epoch_end); "
+        + LEGACY
+        + " fit passes logs without it",
+        "ReduceLROnPlateau": "CallbackHook passes on_train_end the epoch-end logs dict that the "
+        "callback mutated ('lr' added in on_epoch_end); " + LEGACY + " fit passes logs without it",
+        "ProgbarLogger": "with verbose=0 " + LEGACY + " fit calls no batch hooks of a user "
+        "ProgbarLogger; CallbackHook calls on_train_batch_end",
+        "TensorBoard": "CallbackHook.__init__ (dispatch.build_table) calls " + LEGACY + " "
+        "TensorBoard._implements_train_batch_hooks() before set_model, which reads "
+        "self._should_trace (not set yet): AttributeError before the session starts",
+        "BaseLogger": "BaseLogger.on_epoch_end reads params['metrics'], which CallbackHook's "
+        "params lack: KeyError; native " + LEGACY + " fit runs it",
+    }
+)
 
 
 def _builtin_hooks():
     return sorted(
-        n for n in dir(T)
-        if isinstance(getattr(T, n), type) and issubclass(getattr(T, n), T.SessionRunHook)
+        n
+        for n in dir(T)
+        if isinstance(getattr(T, n), type)
+        and issubclass(getattr(T, n), T.SessionRunHook)
         and n != "SessionRunHook"
-    ) + sorted(n for n in HOOKS_NOT_RUN if hasattr(getattr(tf, "estimator", None), "experimental")
-               and hasattr(tf.estimator.experimental, n))
+    ) + sorted(
+        n
+        for n in HOOKS_NOT_RUN
+        if hasattr(getattr(tf, "estimator", None), "experimental")
+        and hasattr(tf.estimator.experimental, n)
+    )
 
 
 def _builtin_callbacks():
@@ -112,9 +125,11 @@ def _builtin_callbacks():
 
 def test_every_builtin_is_parametrized():
     missing = [n for n in _builtin_hooks() if n not in HOOKS and n not in HOOKS_NOT_RUN]
-    missing += [n for n in _builtin_callbacks()
-                if n not in CALLBACKS and n not in CALLBACKS_UNSUPPORTED
-                and n not in CALLBACKS_NOT_RUN]
+    missing += [
+        n
+        for n in _builtin_callbacks()
+        if n not in CALLBACKS and n not in CALLBACKS_UNSUPPORTED and n not in CALLBACKS_NOT_RUN
+    ]
     assert not missing, f"built-ins without a conformance factory or a reason: {missing}"
 
 
@@ -130,9 +145,14 @@ def test_builtin_hook_conforms(name, request):
 @pytest.mark.parametrize("name", _builtin_callbacks())
 def test_builtin_callback_conforms(name, request):
     if name in CALLBACKS_UNSUPPORTED:
-        request.node.add_marker(pytest.mark.compat(
-            "callback", name, refused=True,
-            note="CallbackHook refuses it with a ValueError naming the reason"))
+        request.node.add_marker(
+            pytest.mark.compat(
+                "callback",
+                name,
+                refused=True,
+                note="CallbackHook refuses it with a ValueError naming the reason",
+            )
+        )
     else:
         request.node.add_marker(pytest.mark.compat("callback", name))
     if name in CALLBACKS_NOT_RUN:
@@ -143,6 +163,7 @@ def test_builtin_callback_conforms(name, request):
         return
     if name in KNOWN_CALLBACK_GAPS:
         request.node.add_marker(pytest.mark.xfail(strict=True, reason=KNOWN_CALLBACK_GAPS[name]))
-    result = assert_callback_conforms(CALLBACKS[name], steps=6, steps_per_epoch=2,
-                                      losses=(1.0, 4.0))
+    result = assert_callback_conforms(
+        CALLBACKS[name], steps=6, steps_per_epoch=2, losses=(1.0, 4.0)
+    )
     assert result.native[-1] == ("runner", "outcome", "ok")

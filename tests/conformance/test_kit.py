@@ -35,8 +35,12 @@ def test_hook_fixture(hook_conforms):
 
 
 def test_callback_fixture(callback_conforms):
-    result = callback_conforms(lambda: tf.keras.callbacks.EarlyStopping("loss", patience=0),
-                               steps=4, steps_per_epoch=1, losses=[1.0])
+    result = callback_conforms(
+        lambda: tf.keras.callbacks.EarlyStopping("loss", patience=0),
+        steps=4,
+        steps_per_epoch=1,
+        losses=[1.0],
+    )
     assert ("EarlyStopping[0]", "on_epoch_end") in [e[:2] for e in result.native]
 
 
@@ -66,8 +70,10 @@ def test_an_error_of_the_hook_is_part_of_the_trace():
             raise ScenarioError("boom")
 
     result = assert_hook_conforms(Raises, steps=2)
-    assert result.native == [("Raises[0]", "after_create_session", "raised", "ScenarioError"),
-                             ("runner", "outcome", "ScenarioError")]
+    assert result.native == [
+        ("Raises[0]", "after_create_session", "raised", "ScenarioError"),
+        ("runner", "outcome", "ScenarioError"),
+    ]
 
 
 def test_steps_must_be_whole_epochs():
@@ -76,10 +82,24 @@ def test_steps_must_be_whole_epochs():
 
 
 def test_compat_table_renders_from_results(tmp_path):
-    (tmp_path / "s.json").write_text(json.dumps({"stack": "tfX-k", "tensorflow": "X", "keras": "k",
-        "results": {"hook:A": {"kind": "hook", "name": "A", "status": "passed", "note": ""},
-                    "callback:B": {"kind": "callback", "name": "B", "status": "xfail",
-                                   "note": "why"}}}))
+    (tmp_path / "s.json").write_text(
+        json.dumps(
+            {
+                "stack": "tfX-k",
+                "tensorflow": "X",
+                "keras": "k",
+                "results": {
+                    "hook:A": {"kind": "hook", "name": "A", "status": "passed", "note": ""},
+                    "callback:B": {
+                        "kind": "callback",
+                        "name": "B",
+                        "status": "xfail",
+                        "note": "why",
+                    },
+                },
+            }
+        )
+    )
     out = tmp_path / "c.md"
     assert compat_table.main([str(tmp_path), str(out)]) == 0
     text = out.read_text()

@@ -42,7 +42,9 @@ def assert_same(native, bridged, bridge):
 @example(HookScenario(hooks=(HookSpec(feed=0.5), HookSpec(feed=3.0, fetch="loss"))))
 @example(
     HookScenario(
-        epochs=2, steps_per_epoch=2, losses=(1.0, 4.0),
+        epochs=2,
+        steps_per_epoch=2,
+        losses=(1.0, 4.0),
         hooks=(HookSpec(stop_in="after_run", stop_at=1), HookSpec(raise_in="end")),
     )
 )
@@ -57,7 +59,9 @@ def test_hook_callback_in_fit_equals_monitored_session(scenario):
 @example(CallbackScenario(epochs=1, steps_per_epoch=2, losses=(1.0, 4.0), end_of_input=3))
 @example(
     CallbackScenario(
-        epochs=2, steps_per_epoch=2, losses=(1.0, 4.0),
+        epochs=2,
+        steps_per_epoch=2,
+        losses=(1.0, 4.0),
         callbacks=(
             CallbackSpec(stop_in="epoch_end", stop_at=0),
             CallbackSpec(raise_in="epoch_end", raise_at=1),

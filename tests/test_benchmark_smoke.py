@@ -11,6 +11,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 CASES = (
     "bare",
+    "keras_noop",
     "idle_1",
     "nan",
     "standard",
@@ -20,6 +21,7 @@ CASES = (
     "wide_bare",
     "wide_standard",
     "ms_bare",
+    "ms_nan_hook",
     "ms_callback_hook",
 )
 

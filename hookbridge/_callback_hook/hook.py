@@ -42,6 +42,13 @@ def _check_callbacks(callbacks: Any) -> list:
                 "tf_keras / Keras 2); to run a SessionRunHook inside Keras fit use "
                 "hookbridge.HookCallback."
             )
+        if type(cb).__module__.endswith("callbacks_v1"):
+            raise TypeError(
+                f"CallbackHook cannot use callbacks[{i}] = {type(cb).__module__}."
+                f"{type(cb).__name__}: it is the graph-mode (v1) class tf_keras returns when the "
+                "callback is built while a TF1 graph is the default graph, and it needs a Keras "
+                "model. Build the callback before entering `with graph.as_default()`."
+            )
         for klass in type(cb).__mro__:
             if klass.__name__ in _UNSUPPORTED:
                 raise ValueError(
@@ -156,14 +163,6 @@ class CallbackHook(SessionRunHook):
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
-        self._table = dispatch.build_table(self.callbacks)
-        t = self._table
-        self._batch_begin = t["on_train_batch_begin"]
-        self._batch_end = t["on_train_batch_end"]
-        # Values are fetched only if some callback can see logs.
-        self._needs_values = bool(
-            self._batch_end or t["on_epoch_end"] or t["on_train_end"]
-        ) and bool(self._logs)
         self._started = False
 
     # -- SessionRunHook ---------------------------------------------------------------------
@@ -172,7 +171,6 @@ class CallbackHook(SessionRunHook):
         names, tensors = resolve(graph, self._logs)
         self._state.build(graph, names)
         self._means = RunningMeans(names)
-        self._args = SessionRunArgs(tensors) if self._needs_values else None
         self._epoch = 0
         self._batch = 0
         self._resume_batch = 0
@@ -180,12 +178,21 @@ class CallbackHook(SessionRunHook):
         self._epoch_open = False
         self._epoch_logs: dict = {}
         self._started = False
+        params = self.params
         with dispatch.eager_context():
             for cb in self.callbacks:
                 if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
                     cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
-                cb.set_params(dict(self.params))
+                cb.set_params(dict(params))
                 cb.set_model(ModelProxy(self._state, cb))
+            # As Keras's CallbackList: which methods run is asked once params and model are set
+            # (tf_keras's ProgbarLogger and TensorBoard decide it there).
+            self._table = t = dispatch.build_table(self.callbacks)
+        self._batch_begin = t["on_train_batch_begin"]
+        self._batch_end = t["on_train_batch_end"]
+        # Values are fetched only if some callback can see logs.
+        needs_values = bool(self._batch_end or t["on_epoch_end"] or t["on_train_end"])
+        self._args = SessionRunArgs(tensors) if needs_values and self._logs else None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._state.session = session
@@ -250,7 +257,9 @@ class CallbackHook(SessionRunHook):
             for name, value in results.items():
                 logs[f"val_{name}"] = float(value)
             logs = dict(sorted(logs.items()))
-        dispatch.call(self._table["on_epoch_end"], self._epoch, logs)
+        # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
+        # change the logs on_train_end receives.
+        dispatch.call(self._table["on_epoch_end"], self._epoch, dict(logs))
         self._epoch_logs = logs
         self._epoch_open = False
         self._epoch += 1

@@ -162,12 +162,6 @@ class HookCallback(keras.callbacks.Callback):
         if self._active("train"):
             self._run.batch_values.reset()
 
-    def on_epoch_end(self, epoch, logs=None):
-        if self._active("train"):
-            step = self._keras.iterations()  # one variable read per epoch
-            if step is not None:
-                self._run.reanchor(step)
-
     def on_train_batch_begin(self, batch, logs=None):
         if self._active("train"):
             self._before(batch)
@@ -236,11 +230,15 @@ class HookCallback(keras.callbacks.Callback):
         self._run = run
 
     def _before(self, batch: int) -> None:
+        run = self._run
         try:
-            self._run.before(batch)
+            run.before(batch)
         except BaseException:
             self._run = None
             raise
+        if run.session is None:  # a hook raised end of input: the hooks have ended
+            self._run = None
+            self._keras.request_stop(run.mode)
 
     def _after(self, batch: int, logs: dict | None) -> None:
         run = self._run
@@ -258,6 +256,8 @@ class HookCallback(keras.callbacks.Callback):
         except BaseException:
             self._run = None
             raise
+        if run.session is None:  # ended by end of input from a hook (every end() has run)
+            self._run = None
         if stop:
             self._keras.request_stop(run.mode)
 

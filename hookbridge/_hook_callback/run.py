@@ -1,8 +1,9 @@
 """One fit / evaluate / predict as one TF1 MonitoredSession: the hooks' whole lifecycle.
 
-``BridgeRun`` owns the order of the hook calls and the exception policy, in one place: after any
-exception in a hook the session is closed without ``end()`` (the native rule), and the exception
-propagates unchanged.
+``BridgeRun`` owns the order of the hook calls and the exception policy, in one place, as native
+``MonitoredSession``: ``OutOfRangeError``/``StopIteration`` from a hook is the end of input (every
+hook's ``end()`` runs, the run stops); after any other exception the session is closed without
+``end()`` and the exception propagates unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 SessionRunContext = tf.compat.v1.train.SessionRunContext
 SessionRunValues = tf.compat.v1.train.SessionRunValues
+
+
+#: What native MonitoredSession treats as the end of input: every hook's end(), then swallowed.
+END_OF_INPUT = (tf.errors.OutOfRangeError, StopIteration)
 
 
 def overrides(hook: SessionRunHook, name: str) -> bool:
@@ -134,6 +139,12 @@ class BridgeRun:
                         if self._options is None:
                             self._options = tf.compat.v1.RunOptions()
                         _merge.merge_run_options(self._options, request.options)
+        except END_OF_INPUT:
+            # Native: every hook's end(), the run stops, the error is swallowed. Keras's step for
+            # this batch still runs (a callback cannot cancel it); fit stops right after it.
+            self.finish()
+            self.stop_requested = True
+            return
         except BaseException:
             self.close()
             raise
@@ -169,17 +180,15 @@ class BridgeRun:
                             results=results.get(hook), options=options, run_metadata=run_metadata
                         ),
                     )
+        except END_OF_INPUT:
+            self.finish()
+            self.stop_requested = True
+            return True
         except BaseException:
             self.close()
             raise
         self.stop_requested = self.stop_requested or self._context.stop_requested
         return self.stop_requested
-
-    def reanchor(self, step: int) -> None:
-        """Resets the global step to Keras's own count (once per epoch)."""
-        if step != self.step:
-            self.step = step
-            self.resolver.set_step(step)
 
     def finish(self) -> None:
         """Every hook's ``end(session)``, then closes the session."""

@@ -83,7 +83,7 @@ class SessionGraph:
             ]
             if end_of_input is not None:
                 dataset = tf.data.Dataset.range(end_of_input)
-                deps = [tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()]
+                deps.append(tf.compat.v1.data.make_one_shot_iterator(dataset).get_next())
             with tf.control_dependencies(deps):
                 self.train_op = tf.compat.v1.assign_add(self.global_step, 1, name="train_op")
 
@@ -136,9 +136,10 @@ def run_callback_hook(scenario: CallbackScenario, **hook_kwargs: Any) -> Trace:
     """Bridged: the recording callbacks under ``CallbackHook`` in a ``MonitoredSession``."""
 
     trace: Trace = []
+    # Built before the graph, as a user builds them (tf_keras returns graph-mode classes inside).
+    callbacks = recording_callbacks(scenario, trace)
 
     def hooks(g: SessionGraph) -> list[Any]:
-        callbacks = recording_callbacks(scenario, trace)
         return [callback_hook(callbacks, scenario, **hook_kwargs)]
 
     return drive_session(hooks, scenario, trace)

@@ -6,8 +6,7 @@ strict xfail in test_semantics.py, so the property keeps covering everything els
 
 from __future__ import annotations
 
-from conftest import examples
-from hypothesis import assume, example, given, settings
+from hypothesis import example, given, settings
 
 from hookbridge.testing import (
     CallbackScenario,
@@ -22,13 +21,7 @@ from hookbridge.testing import (
     strategies,
 )
 
-
-def known_hook_callback_bug(s: HookScenario) -> bool:
-    # test_semantics.py::test_hook_raising_end_of_input_still_gets_end (xfail)
-    if any(h.raise_in in ("before_run", "after_run") and h.error != "error" for h in s.hooks):
-        return True
-    # test_semantics.py::test_end_of_input_global_step_at_end (xfail)
-    return s.end_of_input is not None
+from .conftest import examples
 
 
 def assert_same(native, bridged, bridge):
@@ -49,7 +42,6 @@ def assert_same(native, bridged, bridge):
     )
 )
 def test_hook_callback_in_fit_equals_monitored_session(scenario):
-    assume(not known_hook_callback_bug(scenario))
     assert_same(run_session(scenario), run_hook_callback(scenario), "HookCallback")
 
 

@@ -101,14 +101,6 @@ def test_end_of_input_means_no_after_run_for_that_run_and_end_is_called(kind):
     assert native[-1] == OK
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "HookCallback: when the input runs out, Keras has already incremented "
-        "optimizer.iterations for the failed step (Keras 3, tf_keras and Keras 2.15 alike), and HookCallback re-anchors the global step on it "
-        "at epoch end, so end() sees global_step N+1 where TF1 has N"
-    ),
-)
 def test_end_of_input_global_step_at_end():
     s = HookScenario(epochs=1, steps_per_epoch=3, losses=(1.0,) * 3, end_of_input=2)
     assert run_hook_callback(s) == run_session(s)
@@ -116,15 +108,6 @@ def test_end_of_input_global_step_at_end():
 
 @pytest.mark.parametrize("where", ["before_run", "after_run"])
 @pytest.mark.parametrize("kind", ["out_of_range", "stop_iteration"])
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "HookCallback: a hook raising OutOfRangeError/StopIteration in before_run/after_run aborts "
-        "the bridge's run (HookCallback._before/_after call _abort on any exception); Keras then "
-        "swallows it as the end of the data and calls on_train_end, but no hook gets end(), while "
-        "MonitoredSession calls every hook's end()"
-    ),
-)
 def test_hook_raising_end_of_input_still_gets_end(kind, where):
     s = HookScenario(
         epochs=1,

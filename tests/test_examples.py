@@ -35,6 +35,7 @@ def test_every_example_is_tested():
         "examples_per_second.py",
         "history_saver.py",
         "callbacks_in_monitored_session.py",
+        "conformance_kit.py",
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
@@ -108,6 +109,12 @@ def test_callbacks_in_monitored_session_early_stopping(tmp_path):
     losses = [float(v) for _, v in epochs]
     assert losses[-1] < losses[0]
     assert (tmp_path / "history.csv").exists()
+
+
+def test_conformance_kit_example_checks_a_hook_and_a_callback():
+    out = run_example("conformance_kit.py").stdout
+    assert re.search(r"LossThresholdHook conforms \(\d+ events\)", out), out
+    assert re.search(r"EpochCounter conforms \(\d+ events\)", out), out
 
 
 def test_shipped_mtcars_is_the_real_table():

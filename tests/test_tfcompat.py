@@ -79,3 +79,57 @@ def test_no_private_tf_imports_outside_tfcompat():
             if marker in text:
                 offenders.append(f"{path.relative_to(root)}: {marker}")
     assert not offenders, offenders
+
+
+def _state():
+    return (
+        tf.compat.v1.get_default_graph(),
+        tf.executing_eagerly(),
+        len(_tfcompat._eager_context.context().context_switches.stack),
+    )
+
+
+def test_graph_default_does_what_as_default_does():
+    g = tf.Graph()
+    outside = _state()
+    with g.as_default():
+        reference = _state()
+        ref_const = tf.constant(1.0)
+    assert _state() == outside
+    with _tfcompat.graph_default(g) as entered:
+        assert entered is g
+        assert _state() == reference
+        assert tf.constant(2.0).graph is g and ref_const.graph is g
+        assert tf.compat.v1.get_default_graph() is g
+        with tf.Graph().as_default() as inner:  # nests both ways
+            assert tf.compat.v1.get_default_graph() is inner
+            with _tfcompat.graph_default(g):
+                assert tf.compat.v1.get_default_graph() is g
+            assert tf.compat.v1.get_default_graph() is inner
+        with _tfcompat.eager():
+            assert tf.executing_eagerly()
+        assert _state() == reference
+    assert _state() == outside and tf.executing_eagerly()
+
+
+def test_graph_default_restores_on_error():
+    g = tf.Graph()
+    outside = _state()
+    with pytest.raises(ValueError), _tfcompat.graph_default(g):
+        raise ValueError
+    assert _state() == outside
+    assert float(tf.constant(3.0).numpy()) == 3.0  # eager again
+
+
+def test_eager_does_what_eager_mode_does():
+    g = tf.Graph()
+    with g.as_default():
+        with _tfcompat._eager_context.eager_mode():
+            reference = _state()
+        with _tfcompat.eager():
+            assert _state() == reference
+            with tf.init_scope():  # lifts to the same outer context
+                assert tf.executing_eagerly()
+        with pytest.raises(KeyError), _tfcompat.eager():
+            raise KeyError
+        assert not tf.executing_eagerly() and tf.compat.v1.get_default_graph() is g

@@ -43,16 +43,7 @@ def overrides(callback: Any, event: str) -> bool:
     if event in _BATCH_EVENTS:
         implements = getattr(callback, "_implements_train_batch_hooks", None)
         if implements is not None:
-            try:
-                return bool(implements())
-            except AttributeError as e:  # tf_keras's v1 TensorBoard, half-built in graph mode
-                raise TypeError(
-                    f"CallbackHook cannot use {type(callback).__module__}."
-                    f"{type(callback).__name__}: it was built while a TF1 graph was the default "
-                    "graph, where tf_keras returns its graph-mode (v1) class, which needs a "
-                    "Keras model. Build the callback before entering `with graph.as_default()`."
-                    f" ({e})"
-                ) from e
+            return bool(implements())
     return any(_overridden(callback, name) for name in EVENTS[event])
 
 

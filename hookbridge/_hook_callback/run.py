@@ -77,7 +77,7 @@ class BridgeRun:
     ) -> None:
         """``begin`` for every hook, finalize, create the session, ``after_create_session``."""
         try:
-            with self.side.graph.as_default():
+            with _tfcompat.graph_default(self.side.graph):
                 self.hooks = list(hooks())
                 for hook in self.hooks:
                     hook.begin()
@@ -119,7 +119,7 @@ class BridgeRun:
         if not self._before_hooks:
             return
         try:
-            with self.side.graph.as_default():
+            with _tfcompat.graph_default(self.side.graph):
                 for hook in self._before_hooks:
                     request = hook.before_run(context)
                     if request is None:
@@ -166,8 +166,13 @@ class BridgeRun:
             last = batch + 1 == self.steps_per_epoch
             resolver.set_logs(self.batch_values.update(logs, steps, last), logs)
             self._check_keys(logs)
+        if not self._pending and not self._after_hooks:  # nothing asked, nobody listening
+            if self.mode == "train":
+                self.step += steps
+                resolver.set_step(self.step)
+            return self.stop_requested
         try:
-            with self.side.graph.as_default():
+            with _tfcompat.graph_default(self.side.graph):
                 results, options, run_metadata = self._merged_run()
                 if self.mode == "train":
                     self.step += steps
@@ -193,7 +198,7 @@ class BridgeRun:
     def finish(self) -> None:
         """Every hook's ``end(session)``, then closes the session."""
         try:
-            with self.side.graph.as_default():
+            with _tfcompat.graph_default(self.side.graph):
                 for hook in self.hooks:
                     hook.end(self.session)
         finally:
@@ -227,8 +232,8 @@ class BridgeRun:
         per_hook = []
         for hook, plan in self._pending:
             values = [None] * len(plan.elements)
-            for i, key in plan.known:
-                values[i] = resolver.known_value(key, plan.elements[i], feeds)
+            for i, ref in plan.known:
+                values[i] = resolver.known_value(ref, plan.elements[i], feeds)
             for _, element in plan.unknown:
                 unknown.setdefault(element, None)
             per_hook.append((hook, plan, values))

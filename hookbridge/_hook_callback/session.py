@@ -21,11 +21,10 @@ from hookbridge._hook_callback.graph import SideGraph
 class FetchPlan:
     """One fetch structure, mapped once: which elements come from Python, which need a run."""
 
-    __slots__ = ("elements", "items", "known", "mapper", "source", "unknown")
+    __slots__ = ("elements", "known", "mapper", "source", "unknown")
 
-    def __init__(self, fetches: Any, known: Mapping[Any, str], side: SideGraph) -> None:
-        self.source = fetches
-        self.items = _shallow_items(fetches)
+    def __init__(self, fetches: Any, known: Mapping[Any, tuple], side: SideGraph) -> None:
+        self.source = fetches  # keeps the leaves alive, so the ids in the cache key stay valid
         try:
             self.mapper = _tfcompat.fetch_mapper(fetches)
         except (TypeError, ValueError, KeyError) as e:
@@ -37,89 +36,110 @@ class FetchPlan:
         self.known = [(i, known[e]) for i, e in enumerate(self.elements) if e in known]
         self.unknown = [(i, e) for i, e in enumerate(self.elements) if e not in known]
 
-    def still_valid_for(self, fetches: Any) -> bool:
-        return fetches is self.source and _same_items(self.items, fetches)
 
+def structure_key(fetches: Any) -> Any:
+    """A cache key for a fetch structure: its shape and the identity of its leaves.
 
-def _shallow_items(fetches: Any) -> tuple | None:
+    Hooks often return a new dict of the same tensors every step (SummarySaverHook does), so the
+    key follows the structure, not the container's identity; strings key by value.
+    """
+    if isinstance(fetches, str):
+        return fetches
     if isinstance(fetches, Mapping):
-        return tuple((k, id(v)) for k, v in fetches.items())
-    if isinstance(fetches, list):
-        return tuple(id(v) for v in fetches)
-    return None
+        return (type(fetches), tuple((k, structure_key(v)) for k, v in fetches.items()))
+    if isinstance(fetches, (list, tuple)):
+        return (type(fetches), tuple(structure_key(v) for v in fetches))
+    return id(fetches)
 
 
-def _same_items(items: tuple | None, fetches: Any) -> bool:
-    return items is None or items == _shallow_items(fetches)
+# Where a held value comes from: (kind, key).
+_STEP, _BATCH, _MEAN, _OUTPUTS = "step", "batch", "mean", "outputs"
 
 
 class Resolver:
-    """Answers fetch structures against the side graph and the values the bridge holds."""
+    """Answers fetch structures against the side graph and the values the bridge holds.
+
+    Values stay as Keras handed them (Python floats) until a fetch asks for one: a step where
+    no hook fetches anything costs no conversion and no feed dict.
+    """
 
     def __init__(self, side: SideGraph, read_weights: Callable[[], list]) -> None:
         self.side = side
         self._read_weights = read_weights
-        self._plans: dict[int, FetchPlan] = {}
+        self._plans: dict[Any, FetchPlan] = {}
         self.session: BridgeSession | None = None
-        # element -> key in `self.values`
-        self.known: dict[Any, str] = {e: "__step__" for e in side.step_elements}
+        self.known: dict[Any, tuple] = {e: (_STEP, None) for e in side.step_elements}
         for key, t in side.log_tensors.items():
-            self.known[t] = key
+            self.known[t] = (_BATCH, key)
         for key, t in side.mean_tensors.items():
-            self.known[t] = "running_mean/" + key
+            self.known[t] = (_MEAN, key)
         if side.outputs is not None:
-            self.known[side.outputs] = "__outputs__"
-        self.values: dict[str, Any] = {"__step__": np.int64(0)}
-        self.feeds: dict[Any, Any] = {}
+            self.known[side.outputs] = (_OUTPUTS, None)
         self.step = 0
+        self._batch: Mapping[str, float] = {}
+        self._means: Mapping[str, float] = {}
+        self._outputs: Any = None
 
     # -- values -------------------------------------------------------------------------------
     def set_step(self, step: int) -> None:
         self.step = step
-        self.values["__step__"] = np.int64(step)
 
     def set_logs(self, batch_values: Mapping[str, float], means: Mapping[str, float]) -> None:
-        values, feeds, side = self.values, self.feeds, self.side
-        for key, t in side.log_tensors.items():
-            if key in batch_values:
-                v = np.float32(batch_values[key])
-                values[key] = v
-                feeds[t] = v
-                m = np.float32(means[key])
-                values["running_mean/" + key] = m
-                feeds[side.mean_tensors[key]] = m
+        self._batch, self._means = batch_values, means
 
     def set_outputs(self, outputs: Any) -> None:
-        if self.side.outputs is not None:
-            v = np.asarray(outputs, dtype=np.float32)
-            self.values["__outputs__"] = v
-            self.feeds[self.side.outputs] = v
+        self._outputs = outputs
 
-    # -- planning -----------------------------------------------------------------------------
-    def plan(self, fetches: Any) -> FetchPlan:
-        plan = self._plans.get(id(fetches))
-        if plan is not None and plan.still_valid_for(fetches):
-            return plan
-        with self.side.graph.as_default():
-            plan = FetchPlan(fetches, self.known, self.side)
-        if len(self._plans) > 256:
-            self._plans.clear()
-        self._plans[id(fetches)] = plan
-        return plan
-
-    # -- running ------------------------------------------------------------------------------
-    def known_value(self, key: str, element: Any, feed_dict: Mapping | None) -> Any:
-        if feed_dict:
-            for fed in (element, element.name):
-                if fed in feed_dict:
-                    return np.asarray(feed_dict[fed], dtype=element.dtype.as_numpy_dtype)
-        if key not in self.values:
+    def held(self, ref: tuple, element: Any) -> Any:
+        """The value the bridge holds for ``element``, as ``Session.run`` would return it."""
+        kind, key = ref
+        if kind is _STEP:
+            return np.int64(self.step)
+        if kind is _OUTPUTS:
+            value = self._outputs
+            if value is None:
+                raise ValueError(f"hookbridge: {element.name} has no value before a predict step.")
+            return np.asarray(value, dtype=np.float32)
+        value = (self._batch if kind is _BATCH else self._means).get(key)
+        if value is None:
             raise ValueError(
                 f"hookbridge: {element.name} has no value yet: Keras has not logged "
                 f"{key!r} in this run. Fetch it from after_run, or pass log_names=[...] to "
                 "HookCallback if Keras logs it under another name."
             )
-        return self.values[key]
+        return np.float32(value)
+
+    def feeds(self) -> dict:
+        """The feeds that put the held values into the side graph, for a real run."""
+        side, feeds = self.side, {}
+        for key, t in side.log_tensors.items():
+            if key in self._batch:
+                feeds[t] = np.float32(self._batch[key])
+                feeds[side.mean_tensors[key]] = np.float32(self._means[key])
+        if side.outputs is not None and self._outputs is not None:
+            feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
+        return feeds
+
+    # -- planning -----------------------------------------------------------------------------
+    def plan(self, fetches: Any) -> FetchPlan:
+        key = structure_key(fetches)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        with _tfcompat.graph_default(self.side.graph):
+            plan = FetchPlan(fetches, self.known, self.side)
+        if len(self._plans) > 256:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    # -- running ------------------------------------------------------------------------------
+    def known_value(self, ref: tuple, element: Any, feed_dict: Mapping | None) -> Any:
+        if feed_dict:
+            for fed in (element, element.name):
+                if fed in feed_dict:
+                    return np.asarray(feed_dict[fed], dtype=element.dtype.as_numpy_dtype)
+        return self.held(ref, element)
 
     def run_elements(
         self,
@@ -147,7 +167,7 @@ class Resolver:
                 side.step_in_graph = step
             if needs_weights:
                 side.weights_in_graph_at = self.step
-        feeds = dict(self.feeds)
+        feeds = self.feeds()
         if feed_dict:
             feeds.update(feed_dict)
         return tf.compat.v1.Session.run(
@@ -164,8 +184,8 @@ class Resolver:
         """``Session.run`` semantics, answered from Python where the bridge holds the values."""
         plan = self.plan(fetches)
         values: list = [None] * len(plan.elements)
-        for i, key in plan.known:
-            values[i] = self.known_value(key, plan.elements[i], feed_dict)
+        for i, ref in plan.known:
+            values[i] = self.known_value(ref, plan.elements[i], feed_dict)
         if plan.unknown:
             got = self.run_elements(
                 [e for _, e in plan.unknown], feed_dict, options, run_metadata, self.step

@@ -20,17 +20,11 @@ import tensorflow as tf
 from conftest import KERAS3
 
 import hookbridge
+from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS
 
 keras = tf.keras
 
-METHODS = [
-    "on_train_begin",
-    "on_epoch_begin",
-    "on_train_batch_begin",
-    "on_train_batch_end",
-    "on_epoch_end",
-    "on_train_end",
-]
+METHODS = list(CALLBACK_TRAIN_EVENTS)
 BAD_STEP = 5  # the training step that fails (fault "train_step")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS, HOOK_EVENTS
 from hookbridge.testing._trace import Trace, format_diff, normalize
 from hookbridge.testing.runners import (
     SessionGraph,
@@ -25,15 +26,8 @@ from hookbridge.testing.runners import (
 from hookbridge.testing.scenarios import EXACT_LOSSES, _Run
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
-_HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
-_CALLBACK_METHODS = (
-    "on_train_begin",
-    "on_epoch_begin",
-    "on_train_batch_begin",
-    "on_train_batch_end",
-    "on_epoch_end",
-    "on_train_end",
-)
+_HOOK_METHODS = HOOK_EVENTS
+_CALLBACK_METHODS = CALLBACK_TRAIN_EVENTS
 
 
 @dataclasses.dataclass

@@ -109,6 +109,8 @@ def test_callbacks_in_monitored_session_early_stopping(tmp_path):
     losses = [float(v) for _, v in epochs]
     assert losses[-1] < losses[0]
     assert (tmp_path / "history.csv").exists()
+    final_lr = float(re.search(r"learning rate at ([\d.e-]+)", out).group(1))
+    assert final_lr < 0.1  # ReduceLROnPlateau assigned the graph variable
 
 
 def test_conformance_kit_example_checks_a_hook_and_a_callback():

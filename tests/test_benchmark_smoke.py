@@ -44,3 +44,24 @@ def test_bench_short_mode_runs_every_case():
     assert not missing, f"cases missing from the table: {missing}\n{out}"
     assert "short mode: every case ran" in out
     assert "MISS" not in out and "PASS" not in out  # short mode gives no verdicts
+
+
+def test_isolated_bridge_work_runs_every_case():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH.parent / "isolated.py"), "--steps", "200"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "no hooks",
+        "1 idle hook",
+        "NanTensorHook",
+        "100 idle hooks",
+    ]
+    assert all(float(r.split("|")[2]) > 0 for r in rows)

@@ -121,3 +121,26 @@ class graph_default:
                 raise AssertionError("Nesting violated for the default graph stack")
             stack.pop()
         ctx.context_switches.pop()
+
+
+# -- private Keras markers (attributes, not module symbols) -------------------------------------
+def keras_is_default(method: Any) -> bool:
+    """Whether Keras marked ``method`` as a no-op base method (``utils.is_default``'s marker)."""
+    return bool(getattr(method, "_is_default", False))
+
+
+def copy_keras_default_marker(original: Any, wrapper: Any) -> None:
+    """Carries Keras's no-op marker from ``original`` over to a ``wrapper`` of it."""
+    if hasattr(original, "_is_default"):
+        wrapper._is_default = original._is_default
+
+
+def implements_train_batch_hooks(callback: Any) -> bool | None:
+    """tf_keras / Keras 2's own answer to "does this callback need batch calls?", or None."""
+    ask = getattr(callback, "_implements_train_batch_hooks", None)
+    return None if ask is None else bool(ask())
+
+
+def metric_direction(metric: Any) -> str | None:
+    """A Keras 3 metric's ``"up"``/``"down"`` direction (EarlyStopping's ``mode="auto"``)."""
+    return getattr(metric, "_direction", None)

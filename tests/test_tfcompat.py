@@ -133,3 +133,20 @@ def test_eager_does_what_eager_mode_does():
         with pytest.raises(KeyError), _tfcompat.eager():
             raise KeyError
         assert not tf.executing_eagerly() and tf.compat.v1.get_default_graph() is g
+
+
+def test_keras_private_markers_still_exist():
+    """The attribute markers hookbridge reads on Keras objects (via _tfcompat) are still there."""
+    import conftest
+
+    keras = tf.keras
+    base = keras.callbacks.Callback()
+    if conftest.KERAS3:
+        assert _tfcompat.keras_is_default(base.on_train_batch_end), "Keras 3 moved _is_default"
+        assert not _tfcompat.keras_is_default(keras.callbacks.TerminateOnNaN().on_batch_end)
+        assert _tfcompat.metric_direction(keras.metrics.get("mae")) == "down"
+    else:
+        assert _tfcompat.implements_train_batch_hooks(base) is False, (
+            "tf_keras moved Callback._implements_train_batch_hooks"
+        )
+        assert _tfcompat.implements_train_batch_hooks(keras.callbacks.TerminateOnNaN()) is True

@@ -41,15 +41,15 @@ def callback_bases() -> tuple[type, ...]:
 def overrides(callback: Any, event: str) -> bool:
     """Whether ``callback`` does something on ``event`` (so it must be dispatched)."""
     if event in _BATCH_EVENTS:
-        implements = getattr(callback, "_implements_train_batch_hooks", None)
+        implements = _tfcompat.implements_train_batch_hooks(callback)
         if implements is not None:
-            return bool(implements())
+            return implements
     return any(_overridden(callback, name) for name in EVENTS[event])
 
 
 def _overridden(callback: Any, name: str) -> bool:
     method = getattr(callback, name, None)
-    if method is None or getattr(method, "_is_default", False):
+    if method is None or _tfcompat.keras_is_default(method):
         return False
     if name in vars(callback):  # e.g. LambdaCallback's functions
         return True

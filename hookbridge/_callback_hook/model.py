@@ -320,7 +320,7 @@ class ModelProxy:
                 metric = self._hb_package.metrics.get(name)
             except (ValueError, TypeError):
                 continue
-            direction = getattr(metric, "_direction", None)
+            direction = _tfcompat.metric_direction(metric)
             if direction is not None:
                 entries.append(types.SimpleNamespace(name=name, _direction=direction))
         return [_tfcompat.keras3_metrics_list(entries)]

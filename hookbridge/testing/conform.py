@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge import _tfcompat
 from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS, HOOK_EVENTS
 from hookbridge.testing._trace import Trace, format_diff, normalize
 from hookbridge.testing.runners import (
@@ -84,8 +85,7 @@ def _record(
         trace.append((actor, method) + describe(args, result))
         return result
 
-    if hasattr(original, "_is_default"):
-        wrapper._is_default = original._is_default  # type: ignore[attr-defined]
+    _tfcompat.copy_keras_default_marker(original, wrapper)
     return wrapper
 
 

@@ -114,6 +114,7 @@ class HookCallback(keras.callbacks.Callback):
         )
         self._profile_dir = profile_dir
         self._run: BridgeRun | None = None
+        self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
         self._keras: KerasAccess | None = None
         self._warned_spe = False
 
@@ -206,6 +207,7 @@ class HookCallback(keras.callbacks.Callback):
 
     def _start(self, mode: str) -> None:
         self.close()  # a run left open by an exception in a Keras step
+        self._deferred = (None, None)
         model = self.model
         if model is None:
             raise RuntimeError(
@@ -237,8 +239,7 @@ class HookCallback(keras.callbacks.Callback):
             self._run = None
             raise
         if run.session is None:  # a hook raised end of input: the hooks have ended
-            self._run = None
-            self._keras.request_stop(run.mode)
+            self._ended(run)
 
     def _after(self, batch: int, logs: dict | None) -> None:
         run = self._run
@@ -257,11 +258,21 @@ class HookCallback(keras.callbacks.Callback):
             self._run = None
             raise
         if run.session is None:  # ended by end of input from a hook (every end() has run)
-            self._run = None
+            self._ended(run)
         if stop:
             self._keras.request_stop(run.mode)
 
+    def _ended(self, run: BridgeRun) -> None:
+        """The hooks ended early (end of input from a hook): stop Keras after this step."""
+        self._run = None
+        self._deferred = (run.mode, run.deferred_error)
+        self._keras.request_stop(run.mode)
+
     def _finish(self, mode: str) -> None:
+        deferred_mode, error = self._deferred
+        if error is not None and deferred_mode == mode:
+            self._deferred = (None, None)
+            raise error  # an end() raised it; Keras would have swallowed it inside its loop
         run = self._run
         if run is None or run.mode != mode:
             return

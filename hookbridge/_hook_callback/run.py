@@ -67,6 +67,7 @@ class BridgeRun:
         self._profile_dirs: list[str] = []
         self._profiling = False
         self._valid_feeds: set = set()
+        self.deferred_error: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(
@@ -142,8 +143,7 @@ class BridgeRun:
         except END_OF_INPUT:
             # Native: every hook's end(), the run stops, the error is swallowed. Keras's step for
             # this batch still runs (a callback cannot cancel it); fit stops right after it.
-            self.finish()
-            self.stop_requested = True
+            self._end_of_input()
             return
         except BaseException:
             self.close()
@@ -186,8 +186,7 @@ class BridgeRun:
                         ),
                     )
         except END_OF_INPUT:
-            self.finish()
-            self.stop_requested = True
+            self._end_of_input()
             return True
         except BaseException:
             self.close()
@@ -203,6 +202,19 @@ class BridgeRun:
                     hook.end(self.session)
         finally:
             self.close()
+
+    def _end_of_input(self) -> None:
+        """A hook raised OutOfRangeError/StopIteration: end the hooks, as MonitoredSession does.
+
+        An ``end()`` that raises one of those too must reach the user, but raised from a Keras
+        batch callback Keras would take it for the end of its data and swallow it: it is kept in
+        ``deferred_error`` and raised from ``on_*_end``, after Keras's loop.
+        """
+        self.stop_requested = True
+        try:
+            self.finish()
+        except END_OF_INPUT as e:
+            self.deferred_error = e
 
     def close(self) -> None:
         """Closes the session (and coordinator) without calling ``end()``; idempotent."""

@@ -41,6 +41,15 @@ def assert_same(native, bridged, bridge):
         hooks=(HookSpec(stop_in="after_run", stop_at=1), HookSpec(raise_in="end")),
     )
 )
+# found by the deep profile: end of input from before_run, then an end() raising it again
+@example(
+    HookScenario(
+        hooks=(
+            HookSpec(raise_in="before_run", raise_at=0, error="out_of_range"),
+            HookSpec(raise_in="end", error="out_of_range"),
+        )
+    )
+)
 def test_hook_callback_in_fit_equals_monitored_session(scenario):
     assert_same(run_session(scenario), run_hook_callback(scenario), "HookCallback")
 

@@ -540,13 +540,24 @@ def main(argv: list[str] | None = None) -> int:
         default="wall",
         help="wall: perf_counter (default); cpu: process CPU time (steadier on a loaded machine)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="TF intra-/inter-op thread pools of this size (default: TF's, one per core); "
+        "1 keeps TF's pool threads off the Python thread's core (steadier on 2 cores)",
+    )
     parser.add_argument("--soak-steps", type=int, default=50_000)
     args = parser.parse_args(argv)
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
 
     print(f"machine: {machine()}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"TF thread pools: {args.threads or 'default (one thread per core)'}")
     with tempfile.TemporaryDirectory(prefix="hookbridge-bench-") as workdir:
         if args.memory:
             ok = memory_soak(workdir, args.soak_steps, epochs=10)

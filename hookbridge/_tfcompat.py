@@ -20,6 +20,7 @@ PRIVATE_SYMBOLS = (
     (_training_util, "_get_or_create_global_step_read"),
     (_eager_context, "eager_mode"),
     (_ops, "_default_graph_stack"),
+    (_eager_context, "ContextSwitch"),
 )
 
 
@@ -44,29 +45,6 @@ def profiler_hook_output_file(hook: Any) -> str | None:
     return None
 
 
-class eager:
-    """``with eager():`` turns eager execution on, even while a v1 graph is the default graph.
-
-    ``tf.init_scope`` is not enough: it lifts out of function graphs, not out of a v1 graph. This
-    is TF's own ``context.eager_mode()`` without its generator (a callback runs under it every
-    step): it sets this thread's eager flag and records the context switch, and undoes both on
-    exit. One object per ``with``.
-    """
-
-    __slots__ = ("_ctx", "_was_eager")
-
-    def __enter__(self) -> None:
-        ctx = self._ctx = _eager_context.context()
-        local = ctx._thread_local_data
-        self._was_eager = local.is_eager
-        local.is_eager = True
-        ctx.context_switches.push(False, _eager_context.eager_mode, None)
-
-    def __exit__(self, *exc: object) -> None:
-        self._ctx._thread_local_data.is_eager = self._was_eager
-        self._ctx.context_switches.pop()
-
-
 def keras3_metrics_list(entries: list) -> Any:
     """A Keras 3 ``MetricsList`` holding ``entries`` (objects with ``name`` and ``_direction``).
 
@@ -85,42 +63,6 @@ def keras3_metrics_list(entries: list) -> Any:
 #: are strings because Keras 3 is absent on the TF 2.15 stack (nothing there imports them).
 #: CallbackHook also reads Keras 3's ``Metric._direction`` (an instance attribute) the same way.
 PRIVATE_SYMBOLS_CALLBACK_HOOK = (("keras.src.trainers.compile_utils", "MetricsList"),)
-
-
-class graph_default:
-    """``with graph_default(g):`` does what ``with g.as_default():`` does, four times cheaper.
-
-    ``Graph.as_default`` nests three generator context managers (about 8 µs per enter and exit);
-    the bridge enters its graph twice per Keras step. This does the same three things directly:
-    records the context switch, pushes ``g`` on the default-graph stack and turns eager
-    execution off for this thread, and undoes them in reverse on exit. One object per ``with``.
-    ``tests/test_tfcompat.py`` checks it against ``Graph.as_default``.
-    """
-
-    __slots__ = ("_ctx", "_graph", "_was_eager")
-
-    def __init__(self, graph: tf.Graph) -> None:
-        self._graph = graph
-
-    def __enter__(self) -> tf.Graph:
-        g = self._graph
-        ctx = self._ctx = _eager_context.context()
-        ctx.context_switches.push(g.building_function, g.as_default, g._device_function_stack)
-        _ops._default_graph_stack.stack.append(g)
-        local = ctx._thread_local_data
-        self._was_eager = local.is_eager
-        local.is_eager = False
-        return g
-
-    def __exit__(self, *exc: object) -> None:
-        ctx = self._ctx
-        ctx._thread_local_data.is_eager = self._was_eager
-        stack = _ops._default_graph_stack.stack
-        if stack:
-            if stack[-1] is not self._graph:
-                raise AssertionError("Nesting violated for the default graph stack")
-            stack.pop()
-        ctx.context_switches.pop()
 
 
 # -- private Keras markers (attributes, not module symbols) -------------------------------------
@@ -144,3 +86,91 @@ def implements_train_batch_hooks(callback: Any) -> bool | None:
 def metric_direction(metric: Any) -> str | None:
     """A Keras 3 metric's ``"up"``/``"down"`` direction (EarlyStopping's ``mode="auto"``)."""
     return getattr(metric, "_direction", None)
+
+
+class GraphScope:
+    """A reusable ``graph_default`` for one graph, for the bridge's per-step hook calls.
+
+    ``with scope:`` does what ``with graph.as_default():`` does, with the context-switch record
+    built once (rebuilt only if this thread's device stack changes) and no object allocated per
+    entry: the bridge enters its graph twice per Keras step, right after TF's step has evicted
+    the CPU caches, where every attribute lookup counts. Nesting is allowed; use one scope from one
+    thread at a time (the thread Keras calls callbacks on). ``tests/test_tfcompat.py`` checks it
+    against ``Graph.as_default``.
+    """
+
+    __slots__ = ("_device_stack", "_saved", "_switch", "graph")
+
+    def __init__(self, graph: tf.Graph) -> None:
+        self.graph = graph
+        self._saved: list = []
+        self._switch: Any = None
+        self._device_stack: Any = None
+
+    def __enter__(self) -> tf.Graph:
+        g = self.graph
+        ctx = _eager_context.context()
+        device_stack = g._device_function_stack
+        switch = self._switch
+        if switch is None or self._device_stack is not device_stack:
+            self._device_stack = device_stack
+            switch = self._switch = _eager_context.ContextSwitch(
+                g.building_function, g.as_default, device_stack
+            )
+        ctx.context_switches.stack.append(switch)
+        _ops._default_graph_stack.stack.append(g)
+        local = ctx._thread_local_data
+        self._saved.append((ctx, local.is_eager))
+        local.is_eager = False
+        return g
+
+    def __exit__(self, *exc: object) -> None:
+        ctx, was_eager = self._saved.pop()
+        ctx._thread_local_data.is_eager = was_eager
+        stack = _ops._default_graph_stack.stack
+        if stack:
+            if stack[-1] is not self.graph:
+                raise AssertionError("Nesting violated for the default graph stack")
+            stack.pop()
+        ctx.context_switches.stack.pop()
+
+
+class EagerScope:
+    """A reusable ``eager()`` (nesting allowed; one thread at a time): CallbackHook enters eager
+    mode for its callbacks on every step."""
+
+    __slots__ = ("_saved",)
+
+    _SWITCH = None
+
+    def __init__(self) -> None:
+        self._saved: list = []
+
+    def __enter__(self) -> None:
+        ctx = _eager_context.context()
+        local = ctx._thread_local_data
+        self._saved.append((ctx, local.is_eager))
+        local.is_eager = True
+        switch = EagerScope._SWITCH
+        if switch is None:
+            switch = EagerScope._SWITCH = _eager_context.ContextSwitch(
+                False, _eager_context.eager_mode, None
+            )
+        ctx.context_switches.stack.append(switch)
+
+    def __exit__(self, *exc: object) -> None:
+        ctx, was_eager = self._saved.pop()
+        ctx._thread_local_data.is_eager = was_eager
+        ctx.context_switches.stack.pop()
+
+
+def graph_default(graph: tf.Graph) -> GraphScope:
+    """``with graph_default(g):`` does what ``with g.as_default():`` does, about three times
+    cheaper (``Graph.as_default`` nests three generator context managers)."""
+    return GraphScope(graph)
+
+
+#: ``with eager():`` turns eager execution on, even while a v1 graph is the default graph
+#: (``tf.init_scope`` lifts out of function graphs, not out of a v1 graph): TF's own
+#: ``context.eager_mode()`` without its generator.
+eager = EagerScope

@@ -112,6 +112,31 @@ def test_graph_default_does_what_as_default_does():
     assert _state() == outside and tf.executing_eagerly()
 
 
+def test_reused_scopes_nest_and_restore():
+    """GraphScope / EagerScope objects are reused every step, and nest (hooks run sessions)."""
+    g = tf.Graph()
+    scope, eager = _tfcompat.GraphScope(g), _tfcompat.EagerScope()
+    with g.as_default():
+        reference = _state()
+    outside = _state()
+    for _ in range(2):
+        with scope as entered:
+            assert entered is g and _state() == reference
+            with eager:
+                assert tf.executing_eagerly()
+                with scope:
+                    assert tf.compat.v1.get_default_graph() is g and not tf.executing_eagerly()
+                    with tf.init_scope():  # the recorded switch re-enters g
+                        assert tf.compat.v1.get_default_graph() is g
+                assert tf.executing_eagerly()
+            with g.device("/cpu:0"), scope:
+                assert tf.constant(1.0).device.endswith("CPU:0")
+            assert _state() == reference
+        with pytest.raises(ValueError), scope:
+            raise ValueError
+        assert _state() == outside and tf.executing_eagerly()
+
+
 def test_graph_default_restores_on_error():
     g = tf.Graph()
     outside = _state()

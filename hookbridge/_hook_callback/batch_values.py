@@ -17,18 +17,32 @@ class BatchValues:
     weights, so their batch values are approximations; ``running_mean/<key>`` is always exact.
     """
 
+    __slots__ = (
+        "_first",
+        "_per_step",
+        "_prev",
+        "_prev_seen",
+        "_read_count",
+        "_seen",
+        "_steps",
+        "means",
+    )
+
     def __init__(self, read_count: Callable[[], float | None] | None) -> None:
         self._read_count = read_count
         self.reset()
 
     def reset(self) -> None:
-        self._seen = 0.0  # samples (or steps) seen in this epoch
+        self._seen = self._prev_seen = 0.0  # samples (or steps) seen in this epoch, and before
         self._steps = 0
         self._per_step = 1.0
-        self._means: Mapping[str, float] = {}
+        self._first = True
+        self.means: Mapping[str, float] = {}  # Keras's logs: the running means
+        self._prev: Mapping[str, float] = {}
 
-    def update(self, logs: Mapping[str, float], steps: int, last_in_epoch: bool) -> dict:
-        """Batch values for ``logs`` after ``steps`` more training steps."""
+    def update(self, logs: Mapping[str, float], steps: int, last_in_epoch: bool) -> None:
+        """Records ``logs`` after ``steps`` more training steps; values are derived on demand
+        (:meth:`batch`), so a step where no hook fetches one costs no arithmetic."""
         first = self._steps == 0
         self._steps += steps
         seen = None
@@ -38,16 +52,17 @@ class BatchValues:
                 self._per_step = seen / steps
         if seen is None:
             seen = self._seen + steps * self._per_step
-        prev_seen, prev = self._seen, self._means
+        self._prev_seen, self._prev = self._seen, self.means
+        self._seen, self.means = seen, logs
+        self._first = first
+
+    def batch(self, key: str) -> float | None:
+        """The value of ``key`` for the last batch, or None if Keras did not log a number."""
+        mean = self.means.get(key)
+        if not isinstance(mean, (int, float)):
+            return None
+        seen, prev_seen = self._seen, self._prev_seen
         weight = seen - prev_seen
-        out = {}
-        for key, mean in logs.items():
-            if not isinstance(mean, (int, float)):
-                continue
-            if first or weight <= 0:
-                out[key] = float(mean)
-            else:
-                out[key] = (seen * mean - prev_seen * prev.get(key, 0.0)) / weight
-        self._seen = seen
-        self._means = logs
-        return out
+        if self._first or weight <= 0:
+            return float(mean)
+        return (seen * mean - prev_seen * self._prev.get(key, 0.0)) / weight

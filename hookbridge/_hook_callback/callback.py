@@ -164,11 +164,13 @@ class HookCallback(keras.callbacks.Callback):
             self._run.batch_values.reset()
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._active("train"):
+        run = self._run
+        if run is not None and run.mode == "train":
             self._before(batch)
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._active("train"):
+        run = self._run
+        if run is not None and run.mode == "train":
             self._after(batch, logs)
 
     def on_test_begin(self, logs=None):
@@ -179,11 +181,13 @@ class HookCallback(keras.callbacks.Callback):
         self._finish("test")
 
     def on_test_batch_begin(self, batch, logs=None):
-        if self._active("test"):
+        run = self._run
+        if run is not None and run.mode == "test":
             self._before(batch)
 
     def on_test_batch_end(self, batch, logs=None):
-        if self._active("test"):
+        run = self._run
+        if run is not None and run.mode == "test":
             self._after(batch, logs)
 
     def on_predict_begin(self, logs=None):
@@ -194,11 +198,13 @@ class HookCallback(keras.callbacks.Callback):
         self._finish("predict")
 
     def on_predict_batch_begin(self, batch, logs=None):
-        if self._active("predict"):
+        run = self._run
+        if run is not None and run.mode == "predict":
             self._before(batch)
 
     def on_predict_batch_end(self, batch, logs=None):
-        if self._active("predict"):
+        run = self._run
+        if run is not None and run.mode == "predict":
             self._after(batch, logs)
 
     # ------------------------------------------------------------------------ internals

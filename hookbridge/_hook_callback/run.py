@@ -24,6 +24,11 @@ SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 SessionRunContext = tf.compat.v1.train.SessionRunContext
 SessionRunValues = tf.compat.v1.train.SessionRunValues
+RunOptions = tf.compat.v1.RunOptions
+RunMetadata = tf.compat.v1.RunMetadata
+
+#: ``run_context.original_args``: the bridge has no train op to show (immutable, so shared).
+_NO_ARGS = SessionRunArgs(None)
 
 
 #: What native MonitoredSession treats as the end of input: every hook's end(), then swallowed.
@@ -49,8 +54,9 @@ class BridgeRun:
     ) -> None:
         self.mode = mode
         self.side = side
-        self.resolver = Resolver(side, read_weights)
+        self.scope = _tfcompat.GraphScope(side.graph)
         self.batch_values = BatchValues(read_count)
+        self.resolver = Resolver(side, read_weights, self.batch_values)
         self.steps_per_epoch = steps_per_epoch
         self.step = step
         self.resolver.set_step(step)
@@ -61,6 +67,8 @@ class BridgeRun:
         self.warned_keys: set = set()
         self.begin_batch = 0
         self._pending: list = []
+        self._before_hooks: list = []
+        self._after_hooks: list = []
         self._feeds: dict = {}
         self._options: Any = None
         self._context: Any = None
@@ -78,7 +86,7 @@ class BridgeRun:
     ) -> None:
         """``begin`` for every hook, finalize, create the session, ``after_create_session``."""
         try:
-            with _tfcompat.graph_default(self.side.graph):
+            with self.scope:
                 self.hooks = list(hooks())
                 for hook in self.hooks:
                     hook.begin()
@@ -111,16 +119,15 @@ class BridgeRun:
     def before(self, batch: int) -> None:
         """Every hook's ``before_run``, merged as ``_HookedSession`` merges them."""
         self.begin_batch = batch
-        self._pending = []
+        self._context = context = SessionRunContext(_NO_ARGS, self.session)
+        if self._pending:
+            self._pending = []
         self._feeds = {}
         self._options = None
-        self._context = context = SessionRunContext(
-            original_args=SessionRunArgs(None), session=self.session
-        )
         if not self._before_hooks:
             return
         try:
-            with _tfcompat.graph_default(self.side.graph):
+            with self.scope:
                 for hook in self._before_hooks:
                     request = hook.before_run(context)
                     if request is None:
@@ -131,15 +138,16 @@ class BridgeRun:
                             f"{type(request).__name__}; a SessionRunHook must return None or "
                             "tf.compat.v1.train.SessionRunArgs."
                         )
-                    if request.fetches is not None:
-                        self._pending.append((hook, self.resolver.plan(request.fetches)))
-                    if request.feed_dict:
-                        self._check_feeds(hook, request.feed_dict)
-                        _merge.merge_feeds(self._feeds, request.feed_dict)
-                    if request.options:
+                    fetches, feed_dict, options = request
+                    if fetches is not None:
+                        self._pending.append((hook, self.resolver.plan(fetches)))
+                    if feed_dict:
+                        self._check_feeds(hook, feed_dict)
+                        _merge.merge_feeds(self._feeds, feed_dict)
+                    if options:
                         if self._options is None:
-                            self._options = tf.compat.v1.RunOptions()
-                        _merge.merge_run_options(self._options, request.options)
+                            self._options = RunOptions()
+                        _merge.merge_run_options(self._options, options)
         except END_OF_INPUT:
             # Native: every hook's end(), the run stops, the error is swallowed. Keras's step for
             # this batch still runs (a callback cannot cancel it); fit stops right after it.
@@ -157,47 +165,57 @@ class BridgeRun:
             _stop_profiler()
             self._profiling = False
         steps = batch - self.begin_batch + 1
-        resolver = self.resolver
-        if self.mode == "predict":
+        mode = self.mode
+        if mode == "predict":
             outputs = logs.get("outputs")
             if outputs is not None:
-                resolver.set_outputs(outputs)
+                self.resolver.set_outputs(outputs)
         else:
-            last = batch + 1 == self.steps_per_epoch
-            resolver.set_logs(self.batch_values.update(logs, steps, last), logs)
-            self._check_keys(logs)
-        if not self._pending and not self._after_hooks:  # nothing asked, nobody listening
-            if self.mode == "train":
+            self.batch_values.update(logs, steps, batch + 1 == self.steps_per_epoch)
+            if len(self.warned_keys) < len(logs):
+                self._check_keys(logs)
+        after_hooks = self._after_hooks
+        if not self._pending and not after_hooks:  # nothing asked, nobody listening
+            if mode == "train":
                 self.step += steps
-                resolver.set_step(self.step)
+                self.resolver.step = self.step
             return self.stop_requested
+        context = self._context
         try:
-            with _tfcompat.graph_default(self.side.graph):
-                results, options, run_metadata = self._merged_run()
-                if self.mode == "train":
-                    self.step += steps
-                    resolver.set_step(self.step)
-                context = self._context
-                for hook in self._after_hooks:
-                    hook.after_run(
-                        context,
-                        SessionRunValues(
-                            results=results.get(hook), options=options, run_metadata=run_metadata
-                        ),
+            with self.scope:
+                if self._pending:
+                    results, options, run_metadata = self._merged_run()
+                else:
+                    results, options, run_metadata = (
+                        None,
+                        self._options or RunOptions(),
+                        RunMetadata(),
                     )
+                if mode == "train":
+                    self.step += steps
+                    self.resolver.step = self.step
+                if results is None:  # nobody fetched: one (immutable) value for every hook
+                    values = SessionRunValues(None, options, run_metadata)
+                    for hook in after_hooks:
+                        hook.after_run(context, values)
+                else:
+                    for hook in after_hooks:
+                        hook.after_run(
+                            context, SessionRunValues(results.get(hook), options, run_metadata)
+                        )
         except END_OF_INPUT:
             self._end_of_input()
             return True
         except BaseException:
             self.close()
             raise
-        self.stop_requested = self.stop_requested or self._context.stop_requested
+        self.stop_requested = self.stop_requested or context.stop_requested
         return self.stop_requested
 
     def finish(self) -> None:
         """Every hook's ``end(session)``, then closes the session."""
         try:
-            with _tfcompat.graph_default(self.side.graph):
+            with self.scope:
                 for hook in self.hooks:
                     hook.end(self.session)
         finally:
@@ -234,11 +252,9 @@ class BridgeRun:
     # -- internals ----------------------------------------------------------------------------
     def _merged_run(self) -> tuple[dict, Any, Any]:
         """One run of every hook's fetches: held values from Python, the rest in one run."""
-        options = self._options or tf.compat.v1.RunOptions()
-        run_metadata = tf.compat.v1.RunMetadata()
+        options = self._options or RunOptions()
+        run_metadata = RunMetadata()
         results: dict = {}
-        if not self._pending:
-            return results, options, run_metadata
         resolver, feeds = self.resolver, self._feeds
         unknown: dict = {}
         per_hook = []

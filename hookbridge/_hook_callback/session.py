@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
 
 
@@ -63,8 +64,11 @@ class Resolver:
     no hook fetches anything costs no conversion and no feed dict.
     """
 
-    def __init__(self, side: SideGraph, read_weights: Callable[[], list]) -> None:
+    def __init__(
+        self, side: SideGraph, read_weights: Callable[[], list], values: BatchValues
+    ) -> None:
         self.side = side
+        self.values = values
         self._read_weights = read_weights
         self._plans: dict[Any, FetchPlan] = {}
         self.session: BridgeSession | None = None
@@ -76,16 +80,11 @@ class Resolver:
         if side.outputs is not None:
             self.known[side.outputs] = (_OUTPUTS, None)
         self.step = 0
-        self._batch: Mapping[str, float] = {}
-        self._means: Mapping[str, float] = {}
         self._outputs: Any = None
 
     # -- values -------------------------------------------------------------------------------
     def set_step(self, step: int) -> None:
         self.step = step
-
-    def set_logs(self, batch_values: Mapping[str, float], means: Mapping[str, float]) -> None:
-        self._batch, self._means = batch_values, means
 
     def set_outputs(self, outputs: Any) -> None:
         self._outputs = outputs
@@ -100,7 +99,7 @@ class Resolver:
             if value is None:
                 raise ValueError(f"hookbridge: {element.name} has no value before a predict step.")
             return np.asarray(value, dtype=np.float32)
-        value = (self._batch if kind is _BATCH else self._means).get(key)
+        value = self.values.batch(key) if kind is _BATCH else self.values.means.get(key)
         if value is None:
             raise ValueError(
                 f"hookbridge: {element.name} has no value yet: Keras has not logged "
@@ -111,11 +110,12 @@ class Resolver:
 
     def feeds(self) -> dict:
         """The feeds that put the held values into the side graph, for a real run."""
-        side, feeds = self.side, {}
+        side, values, feeds = self.side, self.values, {}
         for key, t in side.log_tensors.items():
-            if key in self._batch:
-                feeds[t] = np.float32(self._batch[key])
-                feeds[side.mean_tensors[key]] = np.float32(self._means[key])
+            batch = values.batch(key)
+            if batch is not None:
+                feeds[t] = np.float32(batch)
+                feeds[side.mean_tensors[key]] = np.float32(values.means[key])
         if side.outputs is not None and self._outputs is not None:
             feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
         return feeds

@@ -400,3 +400,64 @@ def test_epoch_only_callbacks_are_not_dispatched_per_batch():
     assert no_logs._args is None  # no callback reads logs: nothing fetched
     assert begin_only.last == 1
     assert EpochOnly.calls == 2
+
+
+class EpochLogs(keras.callbacks.Callback):
+    """Listens to epochs only: CallbackHook keeps the sums in the graph (no per-step fetch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs, self.end = [], None
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append((epoch, dict(logs)))
+
+    def on_train_end(self, logs=None):
+        self.end = dict(logs)
+
+
+def test_epoch_only_callbacks_sum_in_the_graph_with_the_same_means(tmp_path):
+    values = [1.0, 3.0, 5.0, 0.1, 0.2, 0.7, 1e-3]  # inexact in float32 too
+    results = {}
+    for path in ("graph", "python"):
+        rec = EpochLogs()
+        # a per-batch listener makes the hook fetch the tensors and sum them in Python
+        extra = (
+            []
+            if path == "graph"
+            else [keras.callbacks.LambdaCallback(on_batch_end=lambda batch, logs: None)]
+        )
+        g, t = make_graph()
+        with g.as_default():
+            tf.stack([t["loss"], 3 * t["loss"]], name="pair")  # a non-scalar log: its mean
+            hook = hookbridge.CallbackHook(
+                [rec, *extra], logs={"loss": "loss", "pair": "pair:0"}, steps_per_epoch=3
+            )
+            with tf.compat.v1.train.MonitoredTrainingSession(
+                checkpoint_dir=str(tmp_path / path), hooks=[hook], save_summaries_steps=None
+            ) as sess:
+                for v in values:
+                    sess.run(t["train"], {t["value"]: v})
+        in_graph = [op.name for op in g.get_operations() if op.name.startswith("hookbridge_callback_logs/")]
+        assert bool(in_graph) == (path == "graph")
+        saved = tf.train.load_checkpoint(str(tmp_path / path)).get_variable_to_shape_map()
+        assert "global_step" in saved and not [k for k in saved if "hookbridge" in k]
+        results[path] = rec.epochs, rec.end
+    assert results["graph"] == results["python"]
+    f32 = [float(np.float32(v)) for v in values]
+    epochs, end = results["graph"]
+    assert [e for e, _ in epochs] == [0, 1, 2]
+    for (_, logs), chunk in zip(epochs, (f32[0:3], f32[3:6], f32[6:])):
+        assert logs["loss"] == pytest.approx(sum(chunk) / len(chunk), rel=1e-12)
+        assert logs["pair"] == pytest.approx(2 * sum(chunk) / len(chunk), rel=1e-6)
+    assert end == epochs[-1][1]
+
+
+def test_graph_sums_restart_in_a_recovered_session():
+    rec = EpochLogs()
+    run(
+        lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}), AbortOnce()],
+        [1.0, 2.0, 3.0, 4.0],
+    )
+    # The aborted session's sums (1.0) are gone with it; the retried step and the rest count.
+    assert rec.epochs == [(0, {"loss": 2.5})] and rec.end == {"loss": 2.5}

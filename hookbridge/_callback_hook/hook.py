@@ -7,8 +7,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge import _tfcompat
 from hookbridge._callback_hook import dispatch
-from hookbridge._callback_hook.logs import RunningMeans, resolve
+from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
 from hookbridge._callback_hook.model import GraphState, ModelProxy
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -190,12 +191,26 @@ class CallbackHook(SessionRunHook):
             self._table = t = dispatch.build_table(self.callbacks)
         self._batch_begin = t["on_train_batch_begin"]
         self._batch_end = t["on_train_batch_end"]
-        # Values are fetched only if some callback can see logs.
+        # Values are needed only if some callback can see logs; if none reads batch logs, the
+        # epoch sums are kept in the graph (an op per step instead of a fetch, see logs.py).
         needs_values = bool(self._batch_end or t["on_epoch_end"] or t["on_train_end"])
-        self._args = SessionRunArgs(tensors) if needs_values and self._logs else None
+        self._sums = None
+        if needs_values and tensors and not self._batch_end:
+            self._sums = GraphSums.build(graph, tensors)
+        # One log (the usual loss) is fetched as a lone tensor: the cheapest fetch TF maps.
+        self._single = len(tensors) == 1
+        if not needs_values or not tensors:
+            self._args = None
+        elif self._sums is not None:
+            self._args = SessionRunArgs(self._sums.update_op)
+        else:
+            self._args = SessionRunArgs(tensors[0] if self._single else tensors)
+        self._eager = _tfcompat.EagerScope()  # reused every step
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._state.session = session
+        if self._sums is not None:
+            self._sums.initialize(session)
         if not self._started:  # not again on session recovery
             self._started = True
             self._resume_from(session)
@@ -208,18 +223,25 @@ class CallbackHook(SessionRunHook):
             self._means.reset()
             dispatch.call(self._table["on_epoch_begin"], self._epoch, {})
         if self._batch_begin:
-            dispatch.call(self._batch_begin, self._batch, {})
+            with self._eager:
+                for method in self._batch_begin:
+                    method(self._batch, {})
         return self._args
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         means = self._means
-        if self._args is not None:
-            means.add(run_values.results)
-        else:
+        if self._args is None or self._sums is not None:
             means.count += 1
+        elif self._single:
+            means.add_one(run_values.results)
+        else:
+            means.add(run_values.results)
         state = self._state
         if self._batch_end:
-            dispatch.call(self._batch_end, self._batch, means.means())
+            logs = means.means()
+            with self._eager:
+                for method in self._batch_end:
+                    method(self._batch, logs)
         self._batch += 1
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
@@ -246,6 +268,8 @@ class CallbackHook(SessionRunHook):
         self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
 
     def _end_epoch(self) -> None:
+        if self._sums is not None:
+            self._sums.take(self._state.session, self._means)
         logs = self._means.means()
         if self._validation_fn is not None:
             results = self._validation_fn(self._state.session)

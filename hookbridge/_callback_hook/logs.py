@@ -1,7 +1,12 @@
 """Log tensors: resolving the ``logs`` argument, and the running means Keras 3 reports.
 
-Sums are kept in Python floats (cheaper than any graph-side accumulator): each step adds the
-fetched batch values; batch logs are ``sum / n`` within the epoch, epoch logs the same at its end.
+Two ways to keep an epoch's sums. When some callback reads batch logs (TerminateOnNaN, a
+per-batch ProgbarLogger...), each step fetches the log tensors and the sums are Python floats
+(:class:`RunningMeans`); batch logs are ``sum / n`` within the epoch. When only epoch-level
+callbacks listen (History, CSVLogger, EarlyStopping, ModelCheckpoint...), the sums live in the
+graph (:class:`GraphSums`): each step runs one small ``assign_add`` op instead of fetching tensors
+back to Python (a fetched tensor costs TF more than an op it only runs), and the sums are read once
+per epoch. Both add float64 values in step order, so they give the same epoch means.
 """
 
 from __future__ import annotations
@@ -76,6 +81,14 @@ class RunningMeans:
             sums[i] += _scalar(v)
         self.count += 1
 
+    def add_one(self, value: Any) -> None:
+        """``add([value])`` for the one-log case, without the list."""
+        try:
+            self.sums[0] += float(value)
+        except TypeError:
+            self.sums[0] += float(np.mean(value))
+        self.count += 1
+
     def means(self) -> dict[str, float]:
         n = self.count
         if not n:
@@ -88,3 +101,46 @@ def _scalar(value: Any) -> float:
         return float(value)
     except TypeError:  # a non-scalar log: Keras would report its mean
         return float(np.mean(value))
+
+
+class GraphSums:
+    """Per-epoch sums of the log tensors (and the step count) in a float64 graph variable.
+
+    The variable is in no collection: no Saver saves it, no Scaffold initializes it, and the
+    hook initializes it in every session it is given (a recovered session starts the epoch's sums
+    again). Built in ``begin``; ``None`` from :meth:`build` when the graph is finalized already or a
+    log tensor is not a number, and the caller fetches the tensors instead.
+    """
+
+    def __init__(self, tensors: list[tf.Tensor]) -> None:
+        values = [
+            tf.cast(t if t.shape.rank == 0 else tf.reduce_mean(t), tf.float64) for t in tensors
+        ]
+        values.append(tf.constant(1.0, tf.float64))  # the step count
+        zeros = tf.zeros([len(values)], tf.float64)
+        self.variable = tf.compat.v1.Variable(
+            zeros, trainable=False, collections=[], name="sums", use_resource=True
+        )
+        self.update_op = self.variable.assign_add(tf.stack(values)).op
+        current = self.variable.read_value()
+        with tf.control_dependencies([current]):
+            reset = self.variable.assign(zeros).op
+        self._read_and_reset = (current, reset)
+
+    @classmethod
+    def build(cls, graph: tf.Graph, tensors: list[tf.Tensor]) -> GraphSums | None:
+        if graph.finalized or not all(
+            t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool for t in tensors
+        ):
+            return None
+        with graph.as_default(), tf.name_scope("hookbridge_callback_logs"):
+            return cls(tensors)
+
+    def initialize(self, session: Any) -> None:
+        session.run(self.variable.initializer)
+
+    def take(self, session: Any, means: RunningMeans) -> None:
+        """Moves the sums into ``means`` and zeroes them for the next epoch (one run)."""
+        values, _ = session.run(self._read_and_reset)
+        means.sums = [float(v) for v in values[:-1]]
+        means.count = int(values[-1])

@@ -259,6 +259,9 @@ class BridgeRun:
         unknown: dict = {}
         per_hook = []
         for hook, plan in self._pending:
+            if plan.single is not None and not feeds:
+                results[hook] = resolver.held(plan.single, plan.elements[0])
+                continue
             values = [None] * len(plan.elements)
             for i, ref in plan.known:
                 values[i] = resolver.known_value(ref, plan.elements[i], feeds)

@@ -22,7 +22,7 @@ from hookbridge._hook_callback.graph import SideGraph
 class FetchPlan:
     """One fetch structure, mapped once: which elements come from Python, which need a run."""
 
-    __slots__ = ("elements", "known", "mapper", "source", "unknown")
+    __slots__ = ("elements", "known", "mapper", "single", "source", "unknown")
 
     def __init__(self, fetches: Any, known: Mapping[Any, tuple], side: SideGraph) -> None:
         self.source = fetches  # keeps the leaves alive, so the ids in the cache key stay valid
@@ -36,6 +36,18 @@ class FetchPlan:
         self.elements = list(self.mapper.unique_fetches())
         self.known = [(i, known[e]) for i, e in enumerate(self.elements) if e in known]
         self.unknown = [(i, e) for i, e in enumerate(self.elements) if e not in known]
+        # A lone tensor the bridge holds (NanTensorHook's loss, StepCounterHook's global step):
+        # its result is the held value itself, no mapping needed.
+        self.single = (
+            self.known[0][1]
+            if len(self.elements) == 1 and self.known and _is_leaf(fetches, self.elements[0])
+            else None
+        )
+
+
+def _is_leaf(fetches: Any, element: Any) -> bool:
+    """Whether ``fetches`` is the element itself (not a structure holding it)."""
+    return fetches is element or (isinstance(fetches, str) and fetches == element.name)
 
 
 def structure_key(fetches: Any) -> Any:

@@ -1,7 +1,10 @@
-"""The bridge's own work per Keras step, without the Keras step: HookCallback's batch methods
-called directly in a loop (after a real on_train_begin on a real model), so the figure is free
-of the training step's noise. Prints µs per step for no hooks, an idle hook, NanTensorHook, and
-100 idle hooks.
+"""The bridge's own work per step, without the training step: HookCallback's batch methods
+called directly in a loop (after a real on_train_begin on a real model), and CallbackHook's
+before_run/after_run called directly (after a real begin and session), so the figures are free
+of the training step's noise. Prints µs per step for each direction's cases.
+
+These are warm-cache figures: inside a real fit the same code runs right after TF's step has
+evicted the CPU caches and costs two to four times as much (bench.py --profile measures that).
 
     TF_CPP_MIN_LOG_LEVEL=3 python benchmarks/isolated.py [--steps 20000]
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -46,6 +50,32 @@ def per_step(model, make_hooks, steps: int) -> float:
     return elapsed / steps * 1e6
 
 
+def callback_hook_per_step(make_callbacks, steps: int) -> float:
+    """CallbackHook's before_run + after_run, in µs per step (epochs of 100 steps)."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.identity(tf.constant(1.0), name="loss")
+        v1.train.get_or_create_global_step()
+        hook = hookbridge.CallbackHook(make_callbacks(), logs={"loss": "loss"}, steps_per_epoch=100)
+        hook.begin()
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            hook.after_create_session(session, None)
+            context = v1.train.SessionRunContext(v1.train.SessionRunArgs(None), session)
+            args = hook.before_run(context)
+            # what the run returns for the hook's fetch: the loss, or None for its graph op
+            fetched = session.run(args.fetches) if args is not None else None
+            values = v1.train.SessionRunValues(fetched, None, None)
+            start = time.perf_counter()
+            for _ in range(steps):
+                hook.before_run(context)
+                hook.after_run(context, values)
+            elapsed = time.perf_counter() - start
+            hook.end(session)
+    return elapsed / steps * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
@@ -59,9 +89,26 @@ def main() -> None:
         "NanTensorHook": lambda: [tf.compat.v1.train.NanTensorHook("loss:0")],
         "100 idle hooks": lambda: [Idle() for _ in range(100)],
     }
-    print("| case | µs per step (bridge work only) |\n|---|---|")
+    print("| HookCallback case | µs per step (bridge work only) |\n|---|---|")
     for name, make in cases.items():
         best = min(per_step(model, make, args.steps) for _ in range(3))
+        print(f"| {name} | {best:.1f} |")
+    cb = keras.callbacks
+    epoch_level = lambda: [
+        cb.History(),
+        cb.EarlyStopping(monitor="loss", patience=10**9),
+        cb.CSVLogger(os.path.join(tempfile.mkdtemp(), "log.csv")),
+    ]
+    callback_cases = {
+        "History, EarlyStopping, CSVLogger (sums in the graph)": epoch_level,
+        "+ TerminateOnNaN (the loss fetched every step)": lambda: [
+            *epoch_level(),
+            cb.TerminateOnNaN(),
+        ],
+    }
+    print("\n| CallbackHook case | µs per step (hook work only) |\n|---|---|")
+    for name, make in callback_cases.items():
+        best = min(callback_hook_per_step(make, args.steps) for _ in range(3))
         print(f"| {name} | {best:.1f} |")
 
 

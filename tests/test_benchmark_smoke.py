@@ -23,6 +23,7 @@ CASES = (
     "ms_bare",
     "ms_nan_hook",
     "ms_callback_hook",
+    "ms_callback_hook_epoch",
 )
 
 
@@ -63,5 +64,7 @@ def test_isolated_bridge_work_runs_every_case():
         "1 idle hook",
         "NanTensorHook",
         "100 idle hooks",
+        "History, EarlyStopping, CSVLogger (sums in the graph)",
+        "+ TerminateOnNaN (the loss fetched every step)",
     ]
     assert all(float(r.split("|")[2]) > 0 for r in rows)

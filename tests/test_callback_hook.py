@@ -438,7 +438,9 @@ def test_epoch_only_callbacks_sum_in_the_graph_with_the_same_means(tmp_path):
             ) as sess:
                 for v in values:
                     sess.run(t["train"], {t["value"]: v})
-        in_graph = [op.name for op in g.get_operations() if op.name.startswith("hookbridge_callback_logs/")]
+        in_graph = [
+            op.name for op in g.get_operations() if op.name.startswith("hookbridge_callback_logs/")
+        ]
         assert bool(in_graph) == (path == "graph")
         saved = tf.train.load_checkpoint(str(tmp_path / path)).get_variable_to_shape_map()
         assert "global_step" in saved and not [k for k in saved if "hookbridge" in k]

@@ -50,18 +50,27 @@ def _is_leaf(fetches: Any, element: Any) -> bool:
     return fetches is element or (isinstance(fetches, str) and fetches == element.name)
 
 
+#: Concrete tensor / op classes seen as fetches (graph tensors are a subclass of tf.Tensor).
+_LEAF_TYPES: set[type] = set()
+
+
 def structure_key(fetches: Any) -> Any:
     """A cache key for a fetch structure: its shape and the identity of its leaves.
 
     Hooks often return a new dict of the same tensors every step (SummarySaverHook does), so the
     key follows the structure, not the container's identity; strings key by value.
     """
+    kind = type(fetches)
+    if kind in _LEAF_TYPES:  # the common case, without the Mapping ABC check
+        return id(fetches)
     if isinstance(fetches, str):
         return fetches
     if isinstance(fetches, Mapping):
         return (type(fetches), tuple((k, structure_key(v)) for k, v in fetches.items()))
     if isinstance(fetches, (list, tuple)):
         return (type(fetches), tuple(structure_key(v) for v in fetches))
+    if isinstance(fetches, (tf.Tensor, tf.Operation)):
+        _LEAF_TYPES.add(kind)
     return id(fetches)
 
 

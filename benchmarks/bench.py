@@ -41,6 +41,29 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
+
+def _pin_process(argv: list[str]) -> str:
+    """``--cpus N`` pins this process to logical CPU N before TensorFlow starts its thread pools
+    (which inherit the affinity); the default, ``all``, leaves the affinity alone.
+
+    Pinning keeps the Python thread and TF's pool threads on one core, so no step waits for the
+    other core to wake up; pair it with ``--threads 1``, or TF's spinning pool threads compete for
+    that core.
+    """
+    value = "all"
+    for i, arg in enumerate(argv):
+        if arg == "--cpus" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--cpus="):
+            value = arg.split("=", 1)[1]
+    if value == "all" or not hasattr(os, "sched_setaffinity"):
+        return "all"
+    os.sched_setaffinity(0, {int(value)})
+    return value
+
+
+PINNED = _pin_process(sys.argv[1:]) if __name__ == "__main__" else "all"
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -163,26 +186,66 @@ def keras_equivalents(outdir: str) -> list:
 
 # ------------------------------------------------------------------------------------ cases
 class Case:
-    """A named way of training ``steps`` steps; ``run(steps)`` returns elapsed seconds."""
+    """A named way of training: ``run(steps, epochs)`` trains ``epochs`` epochs of ``steps`` steps
+    in one run (one ``fit``, or one ``MonitoredSession``) and returns each epoch's seconds."""
 
-    def __init__(self, name: str, description: str, run: Callable[[int], float]) -> None:
+    def __init__(
+        self, name: str, description: str, run: Callable[..., list[float]]
+    ) -> None:
         self.name = name
         self.description = description
         self.run = run
 
 
+@contextlib.contextmanager
+def timed():
+    """Runs its block as ``timeit`` runs a timing: the garbage collector is run, its survivors
+    frozen, and collection disabled meanwhile, so a full collection of TF's and Keras's millions
+    of objects (tens of ms) lands in no case's timing by chance."""
+    gc.collect()
+    gc.freeze()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.unfreeze()
+
+
+class _EpochClock:
+    """Times each epoch of a ``fit``: ``start`` goes first in the callback list and ``stop``
+    last, so an epoch's time covers every callback's work in it (and nothing of ``fit``'s
+    set-up, ``on_train_begin`` or ``on_train_end``)."""
+
+    def __init__(self) -> None:
+        self.epochs: list[float] = []
+        self._t0 = 0.0
+        clock = self
+
+        class Start(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                clock._t0 = CLOCK()
+
+        class Stop(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                clock.epochs.append(CLOCK() - clock._t0)
+
+        self.start, self.stop = Start(), Stop()
+
+
 def fit_case(name: str, description: str, model: Any, ds: Any, callbacks: Callable) -> Case:
-    def run(steps: int) -> float:
-        cbs = callbacks(steps)
-        gc.collect()
-        t0 = CLOCK()
-        history = model.fit(
-            ds, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=cbs, shuffle=False
-        )
-        elapsed = CLOCK() - t0
-        if len(history.history.get("loss", ())) != 1:
-            raise RuntimeError(f"{name}: fit did not run one epoch: {history.history}")
-        return elapsed
+    def run(steps: int, epochs: int = 1) -> list[float]:
+        clock = _EpochClock()
+        cbs = [clock.start, *callbacks(steps * epochs), clock.stop]
+        with timed():
+            history = model.fit(
+                ds, steps_per_epoch=steps, epochs=epochs, verbose=0, callbacks=cbs, shuffle=False
+            )
+        if len(history.history.get("loss", ())) != epochs:
+            raise RuntimeError(f"{name}: fit did not run {epochs} epochs: {history.history}")
+        return clock.epochs
 
     return Case(name, description, run)
 
@@ -203,18 +266,19 @@ def _graph_mlp(hidden: int) -> tuple[Any, Any]:
 
 
 def session_case(name: str, description: str, hooks: Callable[[int], list]) -> Case:
-    def run(steps: int) -> float:
+    def run(steps: int, epochs: int = 1) -> list[float]:
         graph = tf.Graph()
+        times = []
         with graph.as_default():
             train_op, _ = _graph_mlp(HIDDEN)
-            hs = hooks(steps)
-            gc.collect()
-            t0 = CLOCK()
-            with v1.train.MonitoredSession(hooks=hs) as sess:
-                for _ in range(steps):
-                    sess.run(train_op)
-            elapsed = CLOCK() - t0
-        return elapsed
+            hs = hooks(steps * epochs)
+            with timed(), v1.train.MonitoredSession(hooks=hs) as sess:
+                for _ in range(epochs):
+                    t0 = CLOCK()
+                    for _ in range(steps):
+                        sess.run(train_op)
+                    times.append(CLOCK() - t0)
+        return times
 
     return Case(name, description, run)
 
@@ -328,46 +392,49 @@ HOOK_COUNTS = {"idle_1": 1, "idle_10": 10, "idle_100": 100}
 
 
 class Timings:
-    """Raw run times per case: ``runs[case][steps]`` = seconds of each repeat."""
+    """Per-step costs per case: ``samples[case][r]`` = µs/step of each timed epoch of repeat r.
 
-    def __init__(self, short: int, long: int) -> None:
-        self.short, self.long = short, long
-        self.runs: dict[str, dict[int, list[float]]] = {}
+    A case runs ``1 + epochs`` epochs of ``steps`` steps in one run; the first epoch (tracing
+    caches, first summaries, the hooks' first-step work) is not timed, and neither is anything
+    outside an epoch (building the side graph and session, ``begin``, ``end``). An epoch's time
+    divided by its steps is the slope of cumulative time over steps inside one long run, so
+    fixed costs cancel as in a long-minus-short slope, without a second run's noise.
+    """
 
-    def add(self, case: str, steps: int, seconds: float) -> None:
-        self.runs.setdefault(case, {self.short: [], self.long: []})[steps].append(seconds)
+    def __init__(self, steps: int, epochs: int) -> None:
+        self.steps, self.epochs = steps, epochs
+        self.samples: dict[str, list[list[float]]] = {}
 
-    def slopes_us(self, case: str) -> list[float]:
-        """Per-repeat slopes, µs/step (a long and a short run of the same repeat)."""
-        r = self.runs[case]
-        span = self.long - self.short
-        return [(a - b) / span * 1e6 for a, b in zip(r[self.long], r[self.short])]
+    def add(self, case: str, epoch_seconds: list[float]) -> None:
+        per_step = [t / self.steps * 1e6 for t in epoch_seconds[1:]]
+        self.samples.setdefault(case, []).append(per_step)
 
-    def min_slope_us(self, case: str) -> float:
-        """The slope between the fastest long run and the fastest short run, µs/step.
+    def all_us(self, case: str) -> list[float]:
+        return [x for repeat in self.samples[case] for x in repeat]
 
-        Interference from the rest of the machine only ever slows a run down, so each length's
-        fastest run is its least disturbed one (``timeit``'s reasoning); the difference of the two
-        minima keeps that property, where a per-repeat difference of two noisy runs does not.
-        """
-        r = self.runs[case]
-        return (min(r[self.long]) - min(r[self.short])) / (self.long - self.short) * 1e6
+    def repeat_medians_us(self, case: str) -> list[float]:
+        """One figure per repeat (the median of its epochs), for ratios paired within a repeat."""
+        return [statistics.median(r) for r in self.samples[case]]
+
+    def low_us(self, case: str) -> float:
+        """The fastest epoch, µs/step: interference from the rest of the machine only ever
+        slows an epoch down, so the fastest is the least disturbed (``timeit``'s reasoning)."""
+        return min(self.all_us(case))
 
 
-def measure(cases: dict[str, Case], short: int, long: int, repeats: int, seed: int = 0) -> Timings:
-    """Times every case ``repeats`` times at both lengths, interleaved in a shuffled order."""
+def measure(
+    cases: dict[str, Case], steps: int, epochs: int, repeats: int, seed: int = 0
+) -> Timings:
+    """Runs every case ``repeats`` times, interleaved in a shuffled order per repeat."""
     rng = random.Random(seed)
-    timings = Timings(short, long)
+    timings = Timings(steps, epochs)
     for case in cases.values():  # warm-up: tracing, imports, first writers
-        case.run(short)
+        case.run(min(steps, 50), 2)
     for r in range(repeats):
         order = list(cases.values())
         rng.shuffle(order)
         for case in order:
-            lengths = [short, long]
-            rng.shuffle(lengths)
-            for n in lengths:
-                timings.add(case.name, n, case.run(n))
+            timings.add(case.name, case.run(steps, 1 + epochs))
         print(
             f"  repeat {r + 1}/{repeats} done (load {os.getloadavg()[0]:.2f})",
             file=sys.stderr,
@@ -377,14 +444,15 @@ def measure(cases: dict[str, Case], short: int, long: int, repeats: int, seed: i
 
 
 def table(timings: Timings, verdicts: bool, checks: list) -> tuple[str, bool]:
-    """The results table. Verdicts use the min-run slopes (``Timings.min_slope_us``); the median
-    of per-repeat paired ratios is shown beside them."""
-    us = {k: timings.slopes_us(k) for k in timings.runs}
-    low = {k: timings.min_slope_us(k) for k in timings.runs}
+    """The results table. Verdicts compare each case's fastest epoch (``Timings.low_us``); the
+    median of per-repeat paired ratios is shown beside them."""
+    us = {k: timings.repeat_medians_us(k) for k in timings.samples}
+    low = {k: timings.low_us(k) for k in timings.samples}
     rows = []
     all_pass = True
     for name, ref, kind, limit, target in checks:
-        spread = f"{min(us[name]):.0f}–{max(us[name]):.0f}"
+        every = timings.all_us(name)
+        spread = f"{min(every):.0f}–{max(every):.0f}"
         if ref is None:
             value, at_min, median = 1.0, "1.00", "1.00"
         elif kind == "per_hook":
@@ -419,10 +487,10 @@ def table(timings: Timings, verdicts: bool, checks: list) -> tuple[str, bool]:
         )
     head = (
         "case",
-        "µs/step (min runs)",
+        "µs/step (fastest epoch)",
         "median",
         "min–max",
-        "ratio (min runs)",
+        "ratio (fastest epochs)",
         "median paired ratio",
         "target",
         "result",
@@ -585,12 +653,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     mode.add_argument("--profile", action="store_true", help="cProfile one run per case (--only)")
     mode.add_argument(
-        "--run", metavar="CASE", help="run one case once for --long steps (for py-spy)"
+        "--run", metavar="CASE", help="run one case once for --steps steps (for py-spy)"
     )
-    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (full: 7)")
-    parser.add_argument("--long", type=int, default=None, help="steps of the long run (full: 3000)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (full: 8)")
     parser.add_argument(
-        "--short-steps", type=int, default=None, help="steps of the short run (full: 500)"
+        "--steps",
+        type=int,
+        default=None,
+        help="steps per timed epoch (full: 500, a multiple of every hook's period)",
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="timed epochs per run, after one untimed (full: 3)"
     )
     parser.add_argument(
         "--only", default=None, help="comma-separated case names (and their references)"
@@ -608,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
         help="TF intra-/inter-op thread pools of this size (default: TF's, one per core); "
         "1 keeps TF's pool threads off the Python thread's core (steadier on 2 cores)",
     )
+    parser.add_argument(
+        "--cpus",
+        default="all",
+        help="the logical CPU to pin this process to (default: all, no pinning); applied before "
+        "TensorFlow starts (see _pin_process)",
+    )
     parser.add_argument("--soak-steps", type=int, default=50_000)
     args = parser.parse_args(argv)
     if args.threads:
@@ -619,6 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"TF thread pools: {args.threads or 'default (one thread per core)'}")
+    print(f"CPU affinity: {'pinned to CPU ' + PINNED if PINNED != 'all' else 'all CPUs'}")
     with tempfile.TemporaryDirectory(prefix="hookbridge-bench-") as workdir:
         if args.memory:
             ok = memory_soak(workdir, args.soak_steps, epochs=10)
@@ -629,21 +709,21 @@ def main(argv: list[str] | None = None) -> int:
                 if args.only
                 else ["idle_1", "nan", "standard", "ms_callback_hook"]
             )
-            profile(workdir, names, args.long or 2000, top=25)
+            profile(workdir, names, args.steps or 2000, top=25)
             return 0
         if args.run:
             case = build_cases(workdir)[args.run]
             case.run(50)  # trace / warm up
-            steps = args.long or 3000
-            elapsed = case.run(steps)
+            steps = args.steps or 3000
+            elapsed = sum(case.run(steps))
             print(
                 f"{args.run}: {steps} steps in {elapsed:.2f} s ({elapsed / steps * 1e6:.0f} µs/step)"
             )
             return 0
         if args.short:
-            repeats, long, short = args.repeats or 1, args.long or 40, args.short_steps or 20
+            repeats, steps, epochs = args.repeats or 1, args.steps or 20, args.epochs or 1
         else:
-            repeats, long, short = args.repeats or 7, args.long or 3000, args.short_steps or 500
+            repeats, steps, epochs = args.repeats or 8, args.steps or 500, args.epochs or 3
         cases = build_cases(workdir)
         if args.only:
             wanted = set(args.only.split(","))
@@ -651,13 +731,14 @@ def main(argv: list[str] | None = None) -> int:
             cases = {k: c for k, c in cases.items() if k in wanted}
         print(
             f"mode: {'short (runs only, no verdicts)' if args.short else 'full'}; "
-            f"clock {args.clock}; {repeats} interleaved repeats; slope between {long} and {short} steps; batch {BATCH}; "
+            f"clock {args.clock}; {repeats} interleaved repeats of 1 + {epochs} epochs x {steps} "
+            f"steps (the first epoch untimed); batch {BATCH}; "
             f"MLP {IN}->{HIDDEN}->{OUT} (wide: {IN}->{WIDE}->{OUT})",
             flush=True,
         )
         t0 = time.perf_counter()
-        timings = measure(cases, short, long, repeats)
-        ran = timings.runs
+        timings = measure(cases, steps, epochs, repeats)
+        ran = timings.samples
         checks = [c for c in CHECKS if c[0] in ran and (c[1] is None or c[1] in ran)]
         text, all_pass = table(timings, verdicts=not args.short, checks=checks)
         print(text)

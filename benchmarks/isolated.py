@@ -76,6 +76,23 @@ def callback_hook_per_step(make_callbacks, steps: int) -> float:
     return elapsed / steps * 1e6
 
 
+def _standard() -> list:
+    """bench.py's standard hook set, writing into a fresh temporary directory."""
+    v1 = tf.compat.v1
+    out = tempfile.mkdtemp(prefix="hookbridge-isolated-")
+    loss = v1.get_default_graph().get_tensor_by_name("loss:0")
+    return [
+        v1.train.StopAtStepHook(num_steps=10**9),
+        v1.train.NanTensorHook(loss),
+        v1.train.LoggingTensorHook({"loss": "loss:0"}, every_n_iter=100),
+        v1.train.StepCounterHook(every_n_steps=100, output_dir=out),
+        v1.train.SummarySaverHook(
+            save_steps=100, output_dir=out, summary_op=v1.summary.scalar("loss", loss)
+        ),
+        v1.train.CheckpointSaverHook(out, save_steps=500),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
@@ -88,6 +105,7 @@ def main() -> None:
         "1 idle hook": lambda: [Idle()],
         "NanTensorHook": lambda: [tf.compat.v1.train.NanTensorHook("loss:0")],
         "100 idle hooks": lambda: [Idle() for _ in range(100)],
+        "standard set (bench.py; saves every 500 steps, summaries every 100)": _standard,
     }
     print("| HookCallback case | µs per step (bridge work only) |\n|---|---|")
     for name, make in cases.items():

@@ -22,6 +22,7 @@ CASES = (
     "wide_standard",
     "ms_bare",
     "ms_nan_hook",
+    "ms_standard",
     "ms_callback_hook",
     "ms_callback_hook_epoch",
 )
@@ -64,6 +65,7 @@ def test_isolated_bridge_work_runs_every_case():
         "1 idle hook",
         "NanTensorHook",
         "100 idle hooks",
+        "standard set (bench.py; saves every 500 steps, summaries every 100)",
         "History, EarlyStopping, CSVLogger (sums in the graph)",
         "+ TerminateOnNaN (the loss fetched every step)",
     ]

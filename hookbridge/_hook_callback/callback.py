@@ -110,7 +110,7 @@ class HookCallback(keras.callbacks.Callback):
             self._make_hooks = lambda: self._hooks
         self._log_names = list(log_names)
         self._session_config = session_config or tf.compat.v1.ConfigProto(
-            intra_op_parallelism_threads=1, inter_op_parallelism_threads=2
+            intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1
         )
         self._profile_dir = profile_dir
         self._run: BridgeRun | None = None

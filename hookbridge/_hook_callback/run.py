@@ -68,6 +68,7 @@ class BridgeRun:
         self.begin_batch = 0
         self._pending: list = []
         self._before_hooks: list = []
+        self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
         self._after_hooks: list = []
         self._feeds: dict = {}
         self._options: Any = None
@@ -105,6 +106,7 @@ class BridgeRun:
             self.close()
             raise
         self._before_hooks = [h for h in self.hooks if overrides(h, "before_run")]
+        self._last_plans = [(None, None)] * len(self._before_hooks)
         self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
         self._profile_dirs = (
             [profile_dir]
@@ -126,9 +128,10 @@ class BridgeRun:
         self._options = None
         if not self._before_hooks:
             return
+        last = self._last_plans
         try:
             with self.scope:
-                for hook in self._before_hooks:
+                for i, hook in enumerate(self._before_hooks):
                     request = hook.before_run(context)
                     if request is None:
                         continue
@@ -140,7 +143,13 @@ class BridgeRun:
                         )
                     fetches, feed_dict, options = request
                     if fetches is not None:
-                        self._pending.append((hook, self.resolver.plan(fetches)))
+                        # Most hooks fetch the same tensor object every step: its plan is the
+                        # one this hook used last time, with no lookup.
+                        source, plan = last[i]
+                        if fetches is not source:
+                            plan = self.resolver.plan(fetches)
+                            last[i] = (fetches, plan)
+                        self._pending.append((hook, plan))
                     if feed_dict:
                         self._check_feeds(hook, feed_dict)
                         _merge.merge_feeds(self._feeds, feed_dict)
@@ -178,7 +187,7 @@ class BridgeRun:
         if not self._pending and not after_hooks:  # nothing asked, nobody listening
             if mode == "train":
                 self.step += steps
-                self.resolver.step = self.step
+                self.resolver.set_step(self.step)
             return self.stop_requested
         context = self._context
         try:
@@ -193,7 +202,7 @@ class BridgeRun:
                     )
                 if mode == "train":
                     self.step += steps
-                    self.resolver.step = self.step
+                    self.resolver.set_step(self.step)
                 if results is None:  # nobody fetched: one (immutable) value for every hook
                     values = SessionRunValues(None, options, run_metadata)
                     for hook in after_hooks:

@@ -101,11 +101,13 @@ class Resolver:
         if side.outputs is not None:
             self.known[side.outputs] = (_OUTPUTS, None)
         self.step = 0
+        self._step_value: Any = None  # np.int64(step), made once per step when first fetched
         self._outputs: Any = None
 
     # -- values -------------------------------------------------------------------------------
     def set_step(self, step: int) -> None:
         self.step = step
+        self._step_value = None
 
     def set_outputs(self, outputs: Any) -> None:
         self._outputs = outputs
@@ -113,8 +115,11 @@ class Resolver:
     def held(self, ref: tuple, element: Any) -> Any:
         """The value the bridge holds for ``element``, as ``Session.run`` would return it."""
         kind, key = ref
-        if kind is _STEP:
-            return np.int64(self.step)
+        if kind is _STEP:  # most hooks fetch the global step: one (immutable) value per step
+            value = self._step_value
+            if value is None:
+                value = self._step_value = np.int64(self.step)
+            return value
         if kind is _OUTPUTS:
             value = self._outputs
             if value is None:

@@ -78,7 +78,10 @@ class HookCallback(keras.callbacks.Callback):
             ``model_fn``).
         log_names: extra Keras log keys to create tensors for. The bridge infers ``loss`` and
             the compiled metrics' names; name others here (e.g. multi-output metrics).
-        session_config: a ``tf.compat.v1.ConfigProto`` for the bridge's session.
+        session_config: a ``tf.compat.v1.ConfigProto`` for the bridge's session. Default: one
+            intra-op thread and ``inter_op_parallelism_threads=-1``, which runs the side graph's
+            ops in the calling thread: its runs (summaries, checkpoints) are small, and waking
+            a pool thread after each Keras step costs more than the ops themselves.
         profile_dir: where a tracing request (ProfilerHook) profiles the real Keras step.
 
     Raises:

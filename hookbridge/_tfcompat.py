@@ -21,6 +21,7 @@ PRIVATE_SYMBOLS = (
     (_eager_context, "eager_mode"),
     (_ops, "_default_graph_stack"),
     (_eager_context, "ContextSwitch"),
+    (_eager_context, "_context"),
 )
 
 
@@ -99,17 +100,27 @@ class GraphScope:
     against ``Graph.as_default``.
     """
 
-    __slots__ = ("_device_stack", "_saved", "_switch", "graph")
+    __slots__ = ("_ctx", "_device_stack", "_local", "_saved", "_switch", "_switches", "graph")
 
     def __init__(self, graph: tf.Graph) -> None:
         self.graph = graph
         self._saved: list = []
         self._switch: Any = None
         self._device_stack: Any = None
+        self._ctx: Any = None  # the eager context, and two of its objects, looked up once:
+        self._local: Any = None  # its per-thread data (one object; per-thread inside)
+        self._switches: Any = None  # its context-switch stack (a threading.local)
 
     def __enter__(self) -> tf.Graph:
         g = self.graph
-        ctx = _eager_context.context()
+        ctx = _eager_context._context
+        if ctx is not self._ctx or ctx is None:  # first use, or TF replaced its context
+            ctx = _eager_context.context()
+            self._ctx, self._local, self._switches = (
+                ctx,
+                ctx._thread_local_data,
+                ctx.context_switches,
+            )
         device_stack = g._device_function_stack
         switch = self._switch
         if switch is None or self._device_stack is not device_stack:
@@ -117,22 +128,21 @@ class GraphScope:
             switch = self._switch = _eager_context.ContextSwitch(
                 g.building_function, g.as_default, device_stack
             )
-        ctx.context_switches.stack.append(switch)
+        self._switches.stack.append(switch)
         _ops._default_graph_stack.stack.append(g)
-        local = ctx._thread_local_data
-        self._saved.append((ctx, local.is_eager))
+        local = self._local
+        self._saved.append(local.is_eager)
         local.is_eager = False
         return g
 
     def __exit__(self, *exc: object) -> None:
-        ctx, was_eager = self._saved.pop()
-        ctx._thread_local_data.is_eager = was_eager
+        self._local.is_eager = self._saved.pop()
         stack = _ops._default_graph_stack.stack
         if stack:
             if stack[-1] is not self.graph:
                 raise AssertionError("Nesting violated for the default graph stack")
             stack.pop()
-        ctx.context_switches.stack.pop()
+        self._switches.stack.pop()
 
 
 class EagerScope:

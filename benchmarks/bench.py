@@ -193,9 +193,7 @@ class Case:
     """A named way of training: ``run(steps, epochs)`` trains ``epochs`` epochs of ``steps`` steps
     in one run (one ``fit``, or one ``MonitoredSession``) and returns each epoch's seconds."""
 
-    def __init__(
-        self, name: str, description: str, run: Callable[..., list[float]]
-    ) -> None:
+    def __init__(self, name: str, description: str, run: Callable[..., list[float]]) -> None:
         self.name = name
         self.description = description
         self.run = run
@@ -692,8 +690,10 @@ def attribute(
     leaves out only what happens outside the entry points (Keras calling one more callback,
     colder caches after it, and TF's side of a fetch in a MonitoredSession run)."""
     rows = [
-        "| case | in the bridge, µs/step | of which hooks' own code | bridge machinery "
-        "| (reference + in-bridge) / reference | target |",
+        (
+            "| case | in the bridge, µs/step | of which hooks' own code | bridge machinery "
+            "| (reference + in-bridge) / reference | target |"
+        ),
         "|---|---|---|---|---|---|",
     ]
     for name, (ref, limit) in ATTRIBUTED.items():

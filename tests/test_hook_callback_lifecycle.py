@@ -452,3 +452,30 @@ def test_a_feed_overrides_the_value_the_bridge_holds(data):
             x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(hooks)]
         )
         assert got == [[42.0, 84.0]] * 4
+
+
+def test_a_fetch_container_changed_in_place_is_fetched_as_it_is_now(data):
+    """A hook returning the same dict every step, changed in place, gets what the dict holds at
+    that step (the bridge reuses plans by identity only for single tensors, ops and names)."""
+    x, y = data
+    seen = []
+
+    class Growing(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            self.fetches = {"gs": tf.compat.v1.train.get_global_step()}
+            self.loss = tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+            self.calls = 0
+
+        def before_run(self, run_context):
+            self.calls += 1
+            if self.calls == 3:
+                self.fetches["loss"] = self.loss  # the same dict object, one key more
+            return SessionRunArgs(self.fetches)
+
+        def after_run(self, run_context, run_values):
+            seen.append(sorted(run_values.results))
+
+    make_model().fit(
+        x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Growing()])]
+    )
+    assert seen == [["gs"], ["gs"], ["gs", "loss"], ["gs", "loss"]]

@@ -18,7 +18,7 @@ import tensorflow as tf
 from hookbridge import _merge, _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
-from hookbridge._hook_callback.session import BridgeSession, Resolver
+from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -144,11 +144,12 @@ class BridgeRun:
                     fetches, feed_dict, options = request
                     if fetches is not None:
                         # Most hooks fetch the same tensor object every step: its plan is the
-                        # one this hook used last time, with no lookup.
+                        # one this hook used last time, with no lookup. (A container is planned
+                        # by its contents every time: the hook may have changed it.)
                         source, plan = last[i]
                         if fetches is not source:
                             plan = self.resolver.plan(fetches)
-                            last[i] = (fetches, plan)
+                            last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
                         self._pending.append((hook, plan))
                     if feed_dict:
                         self._check_feeds(hook, feed_dict)

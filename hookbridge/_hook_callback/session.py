@@ -74,6 +74,12 @@ def structure_key(fetches: Any) -> Any:
     return id(fetches)
 
 
+def is_leaf_fetch(fetches: Any) -> bool:
+    """Whether ``fetches`` is one tensor, op or name: immutable, so the same object always
+    means the same fetch (a dict or list may have changed since it was last seen)."""
+    return type(fetches) in _LEAF_TYPES or type(fetches) is str
+
+
 # Where a held value comes from: (kind, key).
 _STEP, _BATCH, _MEAN, _OUTPUTS = "step", "batch", "mean", "outputs"
 

@@ -610,9 +610,9 @@ def profile(workdir: str, names: list[str], steps: int, top: int) -> None:
         print("\n".join(buf.getvalue().splitlines()[6:]))
 
 
-#: The hook classes bench cases run, whose own before_run/after_run time ``attribute`` separates
-#: from the bridge's.
 def _hook_classes() -> tuple[type, ...]:
+    """The hook classes bench cases run: ``attribute`` separates their own ``before_run`` /
+    ``after_run`` time from the bridge's."""
     t = v1.train
     return (
         IdleHook,

@@ -78,19 +78,9 @@ def callback_hook_per_step(make_callbacks, steps: int) -> float:
 
 def _standard() -> list:
     """bench.py's standard hook set, writing into a fresh temporary directory."""
-    v1 = tf.compat.v1
-    out = tempfile.mkdtemp(prefix="hookbridge-isolated-")
-    loss = v1.get_default_graph().get_tensor_by_name("loss:0")
-    return [
-        v1.train.StopAtStepHook(num_steps=10**9),
-        v1.train.NanTensorHook(loss),
-        v1.train.LoggingTensorHook({"loss": "loss:0"}, every_n_iter=100),
-        v1.train.StepCounterHook(every_n_steps=100, output_dir=out),
-        v1.train.SummarySaverHook(
-            save_steps=100, output_dir=out, summary_op=v1.summary.scalar("loss", loss)
-        ),
-        v1.train.CheckpointSaverHook(out, save_steps=500),
-    ]
+    from bench import standard_hooks
+
+    return standard_hooks(tempfile.mkdtemp(prefix="hookbridge-isolated-"), 10**9)()
 
 
 def main() -> None:

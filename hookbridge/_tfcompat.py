@@ -46,6 +46,16 @@ def profiler_hook_output_file(hook: Any) -> str | None:
     return None
 
 
+def logging_hook_formatter(hook: Any) -> Any:
+    """The ``formatter`` a ``tf.compat.v1.train.LoggingTensorHook`` was built with (private)."""
+    return hook._formatter
+
+
+def hook_summary_writer(hook: Any) -> Any:
+    """The writer a ``StepCounterHook`` / ``SummarySaverHook`` writes to once begun (private)."""
+    return hook._summary_writer
+
+
 def keras3_metrics_list(entries: list) -> Any:
     """A Keras 3 ``MetricsList`` holding ``entries`` (objects with ``name`` and ``_direction``).
 

@@ -66,6 +66,23 @@ def test_profiler_hook_output_file(tmp_path):
     assert _tfcompat.profiler_hook_output_file(tf.compat.v1.train.SessionRunHook()) is None
 
 
+def test_logging_hook_formatter_and_hook_summary_writer(tmp_path):
+    train = tf.compat.v1.train
+    with tf.Graph().as_default():
+        train.get_or_create_global_step()
+        loss = tf.constant(1.0, name="loss")
+        logging = train.LoggingTensorHook({"loss": loss}, every_n_iter=1, formatter=str)
+        assert _tfcompat.logging_hook_formatter(logging) is str
+        plain = train.LoggingTensorHook({"loss": loss}, every_n_iter=1)
+        assert _tfcompat.logging_hook_formatter(plain) is None
+        counter = train.StepCounterHook(every_n_steps=1, output_dir=str(tmp_path))
+        assert _tfcompat.hook_summary_writer(counter) is None  # until begin()
+        counter.begin()
+        writer = _tfcompat.hook_summary_writer(counter)
+        assert type(writer) is tf.compat.v1.summary.FileWriter
+        assert writer.get_logdir() == str(tmp_path)
+
+
 def test_no_private_tf_imports_outside_tfcompat():
     import pathlib
 

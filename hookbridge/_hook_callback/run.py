@@ -8,6 +8,7 @@ hook's ``end()`` runs, the run stops); after any other exception the session is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ import tensorflow as tf
 from hookbridge import _merge, _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.graph_free import needs_graph
 from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -30,6 +32,9 @@ RunMetadata = tf.compat.v1.RunMetadata
 #: ``run_context.original_args``: the bridge has no train op to show (immutable, so shared).
 _NO_ARGS = SessionRunArgs(None)
 
+
+#: The scope of a phase whose hooks all run without the graph entered (see graph_free.py).
+_NO_SCOPE = contextlib.nullcontext()
 
 #: What native MonitoredSession treats as the end of input: every hook's end(), then swallowed.
 END_OF_INPUT = (tf.errors.OutOfRangeError, StopIteration)
@@ -70,6 +75,8 @@ class BridgeRun:
         self._before_hooks: list = []
         self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
         self._after_hooks: list = []
+        self._before_scope: Any = self.scope
+        self._after_scope: Any = self.scope
         self._feeds: dict = {}
         self._options: Any = None
         self._context: Any = None
@@ -108,6 +115,11 @@ class BridgeRun:
         self._before_hooks = [h for h in self.hooks if overrides(h, "before_run")]
         self._last_plans = [(None, None)] * len(self._before_hooks)
         self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
+        # Each phase enters the graph only if one of its hooks may need it (graph_free.py).
+        if not any(needs_graph(h, "before_run") for h in self._before_hooks):
+            self._before_scope = _NO_SCOPE
+        if not any(needs_graph(h, "after_run") for h in self._after_hooks):
+            self._after_scope = _NO_SCOPE
         self._profile_dirs = (
             [profile_dir]
             if profile_dir
@@ -130,7 +142,7 @@ class BridgeRun:
             return
         last = self._last_plans
         try:
-            with self.scope:
+            with self._before_scope:
                 for i, hook in enumerate(self._before_hooks):
                     request = hook.before_run(context)
                     if request is None:
@@ -192,7 +204,7 @@ class BridgeRun:
             return self.stop_requested
         context = self._context
         try:
-            with self.scope:
+            with self._after_scope:
                 if self._pending:
                     results, options, run_metadata = self._merged_run()
                 else:

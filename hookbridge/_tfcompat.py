@@ -76,6 +76,21 @@ def keras3_metrics_list(entries: list) -> Any:
 PRIVATE_SYMBOLS_CALLBACK_HOOK = (("keras.src.trainers.compile_utils", "MetricsList"),)
 
 
+#: Keras's own callback methods that behave the same whether eager execution is on or not, by
+#: (private module, class): CallbackHook calls them without switching to eager mode (about 10 µs per step
+#: inside a MonitoredSession run). Read in Keras 3.15, tf_keras 2.21 and Keras 2.15: they look
+#: at the logs' floats with numpy and set ``model.stop_training``. ``on_train_batch_end`` is the
+#: base class's, which calls ``on_batch_end``. tests/test_graph_free.py pins their source.
+EAGER_FREE_CALLBACKS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("keras.src.callbacks.terminate_on_nan", "TerminateOnNaN"): (  # Keras 3
+        "on_train_batch_end",
+        "on_batch_end",
+    ),
+    ("tf_keras.src.callbacks", "TerminateOnNaN"): ("on_train_batch_end", "on_batch_end"),
+    ("keras.src.callbacks", "TerminateOnNaN"): ("on_train_batch_end", "on_batch_end"),  # Keras 2
+}
+
+
 # -- private Keras markers (attributes, not module symbols) -------------------------------------
 def keras_is_default(method: Any) -> bool:
     """Whether Keras marked ``method`` as a no-op base method (``utils.is_default``'s marker)."""

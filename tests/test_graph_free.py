@@ -1,8 +1,10 @@
-"""The built-in hook methods HookCallback calls without entering its graph (graph_free.py).
+"""What the bridges call without switching modes: built-in hook methods HookCallback calls
+without entering its graph (graph_free.py), Keras callback methods CallbackHook calls without
+switching to eager mode (_tfcompat.EAGER_FREE_CALLBACKS).
 
-The list is safe only while TensorFlow's source of those methods is what was read: their source
-is pinned here, and any other hook (or a built-in holding user code) must still see the bridge's
-graph, in graph mode, in ``before_run`` / ``after_run``.
+The lists are safe only while the source of those methods is what was read: it is pinned here,
+and everything else (a user's hook or callback, a subclass, a built-in holding user code) must
+still run in the mode it ran in natively.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import tensorflow as tf
 from conftest import make_data, make_model
 
 import hookbridge
+from hookbridge._callback_hook.dispatch import needs_eager
 from hookbridge._hook_callback.graph_free import GRAPH_FREE, needs_graph
+from hookbridge._tfcompat import EAGER_FREE_CALLBACKS as EAGER_FREE
 
+keras = tf.keras
 train = tf.compat.v1.train
 
 #: sha256 (first 16 hex digits) of ``inspect.getsource`` of each listed method and helper, as
@@ -147,3 +152,85 @@ def test_hooks_needing_the_graph_see_it_beside_graph_free_ones():
     assert seen.count(("step", True)) == 4
     assert seen.count(("formatter eager", False)) == 2  # steps 1 and 3
     assert ("formatter eager", True) not in seen
+
+
+# -- CallbackHook: Keras callback methods called without switching to eager mode ---------------
+#: (module, class, method) -> sha256 prefix, for each stack's TerminateOnNaN (tf_keras 2.21 and
+#: Keras 2.15 share one source). ``on_train_batch_end`` is the base class's.
+PINNED_CALLBACKS = {
+    ("keras.src.callbacks.terminate_on_nan", "on_train_batch_end"): "df49b6f88f935299",
+    ("keras.src.callbacks.terminate_on_nan", "on_batch_end"): "7e2df94764cf967a",
+    ("tf_keras.src.callbacks", "on_train_batch_end"): "78dd769c3cfd61e1",
+    ("tf_keras.src.callbacks", "on_batch_end"): "1cc8a7c29aae69ce",
+    ("keras.src.callbacks", "on_train_batch_end"): "78dd769c3cfd61e1",
+    ("keras.src.callbacks", "on_batch_end"): "1cc8a7c29aae69ce",
+}
+
+
+def test_this_stacks_terminate_on_nan_is_listed_and_pinned():
+    kind = keras.callbacks.TerminateOnNaN
+    names = EAGER_FREE.get((kind.__module__, kind.__qualname__))
+    assert names, f"{kind.__module__}.{kind.__qualname__} is not in _tfcompat.EAGER_FREE_CALLBACKS"
+    for name in names:
+        source = inspect.getsource(getattr(kind, name))
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        assert digest == PINNED_CALLBACKS[(kind.__module__, name)], (
+            f"Keras changed {kind.__module__}.TerminateOnNaN.{name}. Re-read it: if it now needs "
+            "eager mode, drop it from EAGER_FREE_CALLBACKS in hookbridge/_tfcompat.py; then "
+            "update PINNED_CALLBACKS here."
+        )
+
+
+def test_needs_eager_for_everything_not_listed():
+    class MyNaN(keras.callbacks.TerminateOnNaN):
+        pass
+
+    nan = keras.callbacks.TerminateOnNaN()
+    assert not needs_eager(nan.on_train_batch_end)
+    assert needs_eager(MyNaN().on_train_batch_end)
+    assert needs_eager(keras.callbacks.LambdaCallback(on_batch_end=print).on_train_batch_end)
+    assert needs_eager(keras.callbacks.EarlyStopping().on_epoch_end)
+    replaced = keras.callbacks.TerminateOnNaN()
+    replaced.on_batch_end = lambda batch, logs=None: None
+    assert needs_eager(replaced.on_train_batch_end)
+
+
+def _nan_graph():
+    g = tf.Graph()
+    with g.as_default():
+        gs = train.get_or_create_global_step()
+        value = tf.compat.v1.placeholder(tf.float32, [], name="value")
+        tf.identity(value, name="loss")
+        step = tf.compat.v1.assign_add(gs, 1)
+    return g, value, step
+
+
+def _run_session(g, value, step, hooks, values):
+    n = 0
+    with g.as_default(), train.MonitoredSession(hooks=hooks) as sess:
+        for v in values:
+            if sess.should_stop():
+                break
+            sess.run(step, {value: v})
+            n += 1
+    return n
+
+
+def test_terminate_on_nan_alone_stops_at_the_nan_batch():
+    g, value, step = _nan_graph()
+    hook = hookbridge.CallbackHook([keras.callbacks.TerminateOnNaN()], logs={"loss": "loss"})
+    assert _run_session(g, value, step, [hook], [1.0, 2.0, float("inf"), 1.0, 1.0]) == 3
+
+
+def test_callbacks_needing_eager_mode_get_it_beside_terminate_on_nan():
+    seen = []
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(tf.executing_eagerly())
+
+    g, value, step = _nan_graph()
+    callbacks = [keras.callbacks.TerminateOnNaN(), Probe()]
+    hook = hookbridge.CallbackHook(callbacks, logs={"loss": "loss"})
+    assert _run_session(g, value, step, [hook], [1.0, 2.0, float("nan"), 1.0]) == 3
+    assert seen == [True, True, True]

@@ -65,6 +65,19 @@ def build_table(callbacks: list) -> dict[str, list[Callable[..., Any]]]:
     }
 
 
+def needs_eager(method: Callable[..., Any]) -> bool:
+    """Whether a bound callback method must run in eager mode (anything not in
+    ``_tfcompat.EAGER_FREE_CALLBACKS``,
+    including a subclass and a method replaced on the instance)."""
+    callback = getattr(method, "__self__", None)
+    kind = type(callback)
+    names = _tfcompat.EAGER_FREE_CALLBACKS.get((kind.__module__, kind.__qualname__))
+    if names is None or method.__name__ not in names:
+        return True
+    replaced = getattr(callback, "__dict__", {})
+    return any(name in replaced for name in names)
+
+
 def eager_context() -> Any:
     """The eager context every callback call runs in."""
     return _tfcompat.eager()

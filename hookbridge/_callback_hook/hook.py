@@ -191,6 +191,9 @@ class CallbackHook(SessionRunHook):
             self._table = t = dispatch.build_table(self.callbacks)
         self._batch_begin = t["on_train_batch_begin"]
         self._batch_end = t["on_train_batch_end"]
+        # Eager mode is switched on around the batch-end calls unless all of them are Keras's
+        # own methods known not to care (TerminateOnNaN: _tfcompat.EAGER_FREE_CALLBACKS).
+        self._batch_end_eager = any(map(dispatch.needs_eager, self._batch_end))
         # Values are needed only if some callback can see logs; if none reads batch logs, the
         # epoch sums are kept in the graph (an op per step instead of a fetch, see logs.py).
         needs_values = bool(self._batch_end or t["on_epoch_end"] or t["on_train_end"])
@@ -239,7 +242,11 @@ class CallbackHook(SessionRunHook):
         state = self._state
         if self._batch_end:
             logs = means.means()
-            with self._eager:
+            if self._batch_end_eager:
+                with self._eager:
+                    for method in self._batch_end:
+                        method(self._batch, logs)
+            else:
                 for method in self._batch_end:
                     method(self._batch, logs)
         self._batch += 1

@@ -172,31 +172,41 @@ class GraphScope:
 
 class EagerScope:
     """A reusable ``eager()`` (nesting allowed; one thread at a time): CallbackHook enters eager
-    mode for its callbacks on every step."""
+    mode for its callbacks on every step. Like ``GraphScope`` it looks the eager context's
+    objects up once (again only if TF replaces its context) and allocates nothing per entry."""
 
-    __slots__ = ("_saved",)
+    __slots__ = ("_ctx", "_local", "_saved", "_switches")
 
-    _SWITCH = None
+    _SWITCH = None  # one ContextSwitch record for every scope: it holds no state
 
     def __init__(self) -> None:
         self._saved: list = []
+        self._ctx: Any = None
+        self._local: Any = None
+        self._switches: Any = None
 
     def __enter__(self) -> None:
-        ctx = _eager_context.context()
-        local = ctx._thread_local_data
-        self._saved.append((ctx, local.is_eager))
+        ctx = _eager_context._context
+        if ctx is not self._ctx or ctx is None:  # first use, or TF replaced its context
+            ctx = _eager_context.context()
+            self._ctx, self._local, self._switches = (
+                ctx,
+                ctx._thread_local_data,
+                ctx.context_switches,
+            )
+        local = self._local
+        self._saved.append(local.is_eager)
         local.is_eager = True
         switch = EagerScope._SWITCH
         if switch is None:
             switch = EagerScope._SWITCH = _eager_context.ContextSwitch(
                 False, _eager_context.eager_mode, None
             )
-        ctx.context_switches.stack.append(switch)
+        self._switches.stack.append(switch)
 
     def __exit__(self, *exc: object) -> None:
-        ctx, was_eager = self._saved.pop()
-        ctx._thread_local_data.is_eager = was_eager
-        ctx.context_switches.stack.pop()
+        self._local.is_eager = self._saved.pop()
+        self._switches.stack.pop()
 
 
 def graph_default(graph: tf.Graph) -> GraphScope:

@@ -141,6 +141,9 @@ def test_reused_scopes_nest_and_restore():
             assert entered is g and _state() == reference
             with eager:
                 assert tf.executing_eagerly()
+                with eager:  # the same object, nested
+                    assert tf.executing_eagerly()
+                assert tf.executing_eagerly()
                 with scope:
                     assert tf.compat.v1.get_default_graph() is g and not tf.executing_eagerly()
                     with tf.init_scope():  # the recorded switch re-enters g

@@ -18,8 +18,7 @@ from conftest import make_data, make_model
 
 import hookbridge
 from hookbridge._callback_hook.dispatch import needs_eager
-from hookbridge._hook_callback import graph_free
-from hookbridge._hook_callback.graph_free import GRAPH_FREE, graph_need, needs_graph
+from hookbridge._hook_callback.graph_free import GRAPH_FREE, needs_graph
 from hookbridge._tfcompat import EAGER_FREE_CALLBACKS as EAGER_FREE
 
 keras = tf.keras
@@ -42,14 +41,13 @@ PINNED = {
     ("SummarySaverHook", "before_run"): "ad947da6a9efe8d3",
     ("SummarySaverHook", "_get_summary_op"): "76f838982ce8578a",
     ("CheckpointSaverHook", "before_run"): "08d60016285a4fa7",
-    ("CheckpointSaverHook", "after_run"): "b8db67b30da76dd1",  # saves only after session.run
     ("GlobalStepWaiterHook", "before_run"): "38fed202f905ee2f",
 }
 
 LISTED = [
     (cls, name)
     for cls, entry in GRAPH_FREE.items()
-    for name in (*sorted(entry.methods | entry.until_run), *entry.helpers)
+    for name in (*sorted(entry.methods), *entry.helpers)
 ]
 
 
@@ -87,11 +85,7 @@ def test_needs_graph_for_everything_not_listed(tmp_path):
 
         saver = train.CheckpointSaverHook(str(tmp_path), save_steps=1)
         assert not needs_graph(saver, "before_run")
-        assert needs_graph(saver, "after_run")  # Saver.save needs graph mode...
-        assert graph_need(saver, "after_run") == graph_free.ON_RUN  # ...after session.run
-        assert graph_free.phase_need([nan, saver], "after_run") == graph_free.ON_RUN
-        assert graph_free.phase_need([nan, saver, MyHook()], "after_run") == graph_free.GRAPH
-        assert graph_free.phase_need([nan], "after_run") == graph_free.NOTHING
+        assert needs_graph(saver, "after_run")  # Saver.save needs graph mode
 
         replaced = train.StopAtStepHook(last_step=3)
         replaced.after_run = lambda run_context, run_values: None
@@ -158,74 +152,6 @@ def test_hooks_needing_the_graph_see_it_beside_graph_free_ones():
     assert seen.count(("step", True)) == 4
     assert seen.count(("formatter eager", False)) == 2  # steps 1 and 3
     assert ("formatter eager", True) not in seen
-
-
-def test_checkpoint_saves_and_listeners_run_in_the_graph(tmp_path):
-    """CheckpointSaverHook's after_run starts outside the graph; the bridge's session enters it
-    when the hook reads the global step before a save, so the Saver and the listeners see the
-    bridge's graph in graph mode, as in MonitoredSession, and the checkpoints are right."""
-    seen = []
-
-    class Listener(train.CheckpointSaverListener):
-        def before_save(self, session, global_step_value):
-            graph = tf.compat.v1.get_default_graph() is session.graph
-            seen.append(("before", global_step_value, tf.executing_eagerly(), graph))
-
-        def after_save(self, session, global_step_value):
-            graph = tf.compat.v1.get_default_graph() is session.graph
-            seen.append(("after", global_step_value, tf.executing_eagerly(), graph))
-
-    def hooks():
-        return [
-            train.NanTensorHook("loss:0"),
-            train.CheckpointSaverHook(str(tmp_path), save_steps=3, listeners=[Listener()]),
-        ]
-
-    x, y = make_data(n=64)
-    model = make_model()
-    callback = hookbridge.HookCallback(hooks)
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[callback])  # 8 steps
-    assert seen == [
-        (kind, step, False, True) for step in (0, 3, 6, 8) for kind in ("before", "after")
-    ]
-    reader = tf.train.load_checkpoint(str(tmp_path))
-    assert int(reader.get_tensor("global_step")) == 8
-    assert tf.compat.v1.get_default_graph() is not callback.graph  # nothing left entered
-    assert tf.executing_eagerly()
-
-
-def test_enter_on_run_enters_only_from_the_phase_thread():
-    """A session.run from another thread during an armed phase must not enter the graph
-    (graph scopes are per thread)."""
-    import threading
-
-    from hookbridge._hook_callback.batch_values import BatchValues
-    from hookbridge._hook_callback.graph import SideGraph
-    from hookbridge._hook_callback.session import BridgeSession, EnterOnRun, Resolver
-    from hookbridge._tfcompat import GraphScope
-
-    side = SideGraph(log_keys=["loss"], weights=[])
-    resolver = Resolver(side, list, BatchValues(None))
-    session = BridgeSession(resolver)
-    try:
-        step = tf.compat.v1.train.get_global_step(side.graph)
-        phase = EnterOnRun(GraphScope(side.graph), session)
-        got = []
-        with phase:
-            worker = threading.Thread(target=lambda: got.append(session.run(step)))
-            worker.start()
-            worker.join()
-            assert got == [0]
-            assert tf.compat.v1.get_default_graph() is not side.graph  # not entered here
-            session.run(step)  # this thread: enters
-            assert tf.compat.v1.get_default_graph() is side.graph
-            assert not tf.executing_eagerly()
-        assert tf.compat.v1.get_default_graph() is not side.graph
-        assert tf.executing_eagerly()
-        session.run(step)  # disarmed: enters nothing
-        assert tf.compat.v1.get_default_graph() is not side.graph
-    finally:
-        session.close()
 
 
 # -- CallbackHook: Keras callback methods called without switching to eager mode ---------------

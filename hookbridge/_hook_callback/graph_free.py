@@ -13,13 +13,8 @@ a phase whose hooks are all listed skips the entry. Everything else is called in
 a user's hook, a subclass, a method replaced on the instance, a hook holding user code (a
 ``LoggingTensorHook`` formatter, a writer that is not a ``FileWriter``, ``FeedFnHook``'s
 function) and ``CheckpointSaverHook.after_run``, whose ``Saver.save`` takes its eager path
-outside graph mode. ``CheckpointSaverHook.after_run`` is listed as graph-free *until it runs
-the session*: it checks its timer, and only when a save is due reads the global step with
-``run_context.session.run`` and then saves; the bridge's session enters the graph on that call,
-for the rest of the phase (``session.EnterOnRun``), so the save, its ``Saver`` lookup and the
-listeners run in graph mode as natively, and the other 499 steps of 500 switch nothing.
-``tests/test_graph_free.py`` pins the listed methods' source, with the helpers they call, and
-fails naming the method when a TensorFlow release changes one.
+outside graph mode. ``tests/test_graph_free.py`` pins the listed methods' source, with the
+helpers they call, and fails naming the method when a TensorFlow release changes one.
 """
 
 from __future__ import annotations
@@ -53,7 +48,6 @@ class GraphFree(NamedTuple):
     methods: frozenset
     helpers: tuple[str, ...]  # the class's own methods those call (pinned by the test too)
     when: Callable[[Any], bool]  # False when this instance holds user code
-    until_run: frozenset = frozenset()  # graph-free until they call run_context.session.run
 
 
 #: Exact classes only: a subclass may override anything.
@@ -69,41 +63,18 @@ GRAPH_FREE: dict[type, GraphFree] = {
     _t.SummarySaverHook: GraphFree(
         frozenset({"before_run", "after_run"}), ("_get_summary_op",), _file_writer
     ),
-    _t.CheckpointSaverHook: GraphFree(
-        frozenset({"before_run"}), (), _no_user_code, until_run=frozenset({"after_run"})
-    ),
+    _t.CheckpointSaverHook: GraphFree(frozenset({"before_run"}), (), _no_user_code),
     _t.GlobalStepWaiterHook: GraphFree(frozenset({"before_run"}), (), _no_user_code),
 }
 
 
-#: What a per-step method needs from the bridge (``graph_need``).
-NOTHING, ON_RUN, GRAPH = "nothing", "the graph once it runs the session", "the graph"
-
-
-def graph_need(hook: Any, method: str) -> str:
-    """``GRAPH`` if ``hook.<method>`` must be called with the bridge's graph entered, ``ON_RUN``
-    if only from its first ``run_context.session.run`` on, ``NOTHING`` if it never looks (after
+def needs_graph(hook: Any, method: str) -> bool:
+    """Whether ``hook.<method>`` must be called with the bridge's graph entered (after
     ``begin()``: a hook's writer is known only then)."""
     entry = GRAPH_FREE.get(type(hook))
-    if entry is None:
-        return GRAPH
-    free = method in entry.methods
-    if not free and method not in entry.until_run:
-        return GRAPH
+    if entry is None or method not in entry.methods:
+        return True
     replaced = getattr(hook, "__dict__", {})
     if method in replaced or any(helper in replaced for helper in entry.helpers):
-        return GRAPH
-    if not entry.when(hook):
-        return GRAPH
-    return NOTHING if free else ON_RUN
-
-
-def phase_need(hooks: list, method: str) -> str:
-    """What one phase (every hook's ``method``, in turn) needs: the most any of them needs."""
-    needs = {graph_need(hook, method) for hook in hooks}
-    return GRAPH if GRAPH in needs else ON_RUN if ON_RUN in needs else NOTHING
-
-
-def needs_graph(hook: Any, method: str) -> bool:
-    """Whether ``hook.<method>`` may look at the graph at all (``graph_need`` is not NOTHING)."""
-    return graph_need(hook, method) != NOTHING
+        return True
+    return not entry.when(hook)

@@ -17,10 +17,10 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _merge, _tfcompat
-from hookbridge._hook_callback import graph_free
 from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
-from hookbridge._hook_callback.session import BridgeSession, EnterOnRun, Resolver, is_leaf_fetch
+from hookbridge._hook_callback.graph_free import needs_graph
+from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -116,8 +116,10 @@ class BridgeRun:
         self._last_plans = [(None, None)] * len(self._before_hooks)
         self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
         # Each phase enters the graph only if one of its hooks may need it (graph_free.py).
-        self._before_scope = self._phase_scope(self._before_hooks, "before_run")
-        self._after_scope = self._phase_scope(self._after_hooks, "after_run")
+        if not any(needs_graph(h, "before_run") for h in self._before_hooks):
+            self._before_scope = _NO_SCOPE
+        if not any(needs_graph(h, "after_run") for h in self._after_hooks):
+            self._after_scope = _NO_SCOPE
         self._profile_dirs = (
             [profile_dir]
             if profile_dir
@@ -270,14 +272,6 @@ class BridgeRun:
                 session.close()
 
     # -- internals ----------------------------------------------------------------------------
-    def _phase_scope(self, hooks: list, method: str) -> Any:
-        need = graph_free.phase_need(hooks, method)
-        if need == graph_free.GRAPH:
-            return self.scope
-        if need == graph_free.ON_RUN:
-            return EnterOnRun(self.scope, self.session)
-        return _NO_SCOPE
-
     def _merged_run(self) -> tuple[dict, Any, Any]:
         """One run of every hook's fetches: held values from Python, the rest in one run."""
         options = self._options or RunOptions()

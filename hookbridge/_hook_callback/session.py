@@ -8,7 +8,6 @@ fetched subgraph reads them.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -228,40 +227,6 @@ class Resolver:
         return plan.mapper.build_results(values)
 
 
-class EnterOnRun:
-    """A phase's scope that enters the bridge's graph only when a hook runs the session in it.
-
-    ``with enter_on_run:`` around a phase arms the session; the first ``BridgeSession.run``
-    from this thread inside it enters ``scope`` (once), which stays entered until the phase ends.
-    For hooks that need the graph only after they have run the session
-    (``CheckpointSaverHook.after_run``: graph_free.py), the other steps switch nothing.
-    """
-
-    __slots__ = ("_entered", "_scope", "_session", "_thread")
-
-    def __init__(self, scope: Any, session: BridgeSession) -> None:
-        self._scope = scope
-        self._session = session
-        self._entered = False
-        self._thread = 0
-
-    def __enter__(self) -> None:
-        self._thread = threading.get_ident()
-        self._session._enter_on_run = self
-
-    def __exit__(self, *exc: object) -> None:
-        self._session._enter_on_run = None
-        if self._entered:
-            self._entered = False
-            self._scope.__exit__(*exc)
-
-    def enter(self) -> None:
-        """Called by the session's ``run``: enters the graph (in the phase's thread only)."""
-        if not self._entered and threading.get_ident() == self._thread:
-            self._scope.__enter__()
-            self._entered = True
-
-
 class BridgeSession(tf.compat.v1.Session):
     """The ``tf.compat.v1.Session`` hooks receive: a real session on the bridge's graph.
 
@@ -274,10 +239,7 @@ class BridgeSession(tf.compat.v1.Session):
     def __init__(self, resolver: Resolver, config: Any = None) -> None:
         super().__init__(graph=resolver.side.graph, config=config)
         self._resolver = resolver
-        self._enter_on_run: EnterOnRun | None = None
         resolver.session = self
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        if self._enter_on_run is not None:
-            self._enter_on_run.enter()
         return self._resolver.resolve(fetches, feed_dict, options, run_metadata)

@@ -215,6 +215,9 @@ class Resolver:
     ) -> Any:
         """``Session.run`` semantics, answered from Python where the bridge holds the values."""
         plan = self.plan(fetches)
+        if plan.single is not None and not feed_dict:
+            # A lone held tensor (CheckpointSaverHook reads the global step so every step).
+            return self.held(plan.single, plan.elements[0])
         values: list = [None] * len(plan.elements)
         for i, ref in plan.known:
             values[i] = self.known_value(ref, plan.elements[i], feed_dict)

@@ -114,7 +114,24 @@ def metric_direction(metric: Any) -> str | None:
     return getattr(metric, "_direction", None)
 
 
-class GraphScope:
+class _ContextObjects:
+    """The eager context and two of its objects, looked up once per scope object (again only if
+    TF replaces its context): its per-thread data (one object; per-thread inside) and its
+    context-switch stack (a threading.local)."""
+
+    __slots__ = ("_ctx", "_local", "_switches")
+
+    def __init__(self) -> None:
+        self._ctx: Any = None
+        self._local: Any = None
+        self._switches: Any = None
+
+    def _look_up(self) -> None:
+        ctx = self._ctx = _eager_context.context()  # creates the context on first use
+        self._local, self._switches = ctx._thread_local_data, ctx.context_switches
+
+
+class GraphScope(_ContextObjects):
     """A reusable ``graph_default`` for one graph, for the bridge's per-step hook calls.
 
     ``with scope:`` does what ``with graph.as_default():`` does, with the context-switch record
@@ -125,27 +142,19 @@ class GraphScope:
     against ``Graph.as_default``.
     """
 
-    __slots__ = ("_ctx", "_device_stack", "_local", "_saved", "_switch", "_switches", "graph")
+    __slots__ = ("_device_stack", "_saved", "_switch", "graph")
 
     def __init__(self, graph: tf.Graph) -> None:
+        super().__init__()
         self.graph = graph
         self._saved: list = []
         self._switch: Any = None
         self._device_stack: Any = None
-        self._ctx: Any = None  # the eager context, and two of its objects, looked up once:
-        self._local: Any = None  # its per-thread data (one object; per-thread inside)
-        self._switches: Any = None  # its context-switch stack (a threading.local)
 
     def __enter__(self) -> tf.Graph:
         g = self.graph
-        ctx = _eager_context._context
-        if ctx is not self._ctx or ctx is None:  # first use, or TF replaced its context
-            ctx = _eager_context.context()
-            self._ctx, self._local, self._switches = (
-                ctx,
-                ctx._thread_local_data,
-                ctx.context_switches,
-            )
+        if _eager_context._context is not self._ctx or self._ctx is None:
+            self._look_up()  # first use, or TF replaced its context
         device_stack = g._device_function_stack
         switch = self._switch
         if switch is None or self._device_stack is not device_stack:
@@ -170,30 +179,22 @@ class GraphScope:
         self._switches.stack.pop()
 
 
-class EagerScope:
+class EagerScope(_ContextObjects):
     """A reusable ``eager()`` (nesting allowed; one thread at a time): CallbackHook enters eager
     mode for its callbacks on every step. Like ``GraphScope`` it looks the eager context's
-    objects up once (again only if TF replaces its context) and allocates nothing per entry."""
+    objects up once and allocates nothing per entry."""
 
-    __slots__ = ("_ctx", "_local", "_saved", "_switches")
+    __slots__ = ("_saved",)
 
     _SWITCH = None  # one ContextSwitch record for every scope: it holds no state
 
     def __init__(self) -> None:
+        super().__init__()
         self._saved: list = []
-        self._ctx: Any = None
-        self._local: Any = None
-        self._switches: Any = None
 
     def __enter__(self) -> None:
-        ctx = _eager_context._context
-        if ctx is not self._ctx or ctx is None:  # first use, or TF replaced its context
-            ctx = _eager_context.context()
-            self._ctx, self._local, self._switches = (
-                ctx,
-                ctx._thread_local_data,
-                ctx.context_switches,
-            )
+        if _eager_context._context is not self._ctx or self._ctx is None:
+            self._look_up()  # first use, or TF replaced its context
         local = self._local
         self._saved.append(local.is_eager)
         local.is_eager = True

@@ -77,10 +77,11 @@ PRIVATE_SYMBOLS_CALLBACK_HOOK = (("keras.src.trainers.compile_utils", "MetricsLi
 
 
 #: Keras's own callback methods that behave the same whether eager execution is on or not, by
-#: (private module, class): CallbackHook calls them without switching to eager mode (about 10 µs per step
-#: inside a MonitoredSession run). Read in Keras 3.15, tf_keras 2.21 and Keras 2.15: they look
-#: at the logs' floats with numpy and set ``model.stop_training``. ``on_train_batch_end`` is the
-#: base class's, which calls ``on_batch_end``. tests/test_graph_free.py pins their source.
+#: (private module, class): CallbackHook calls them without switching to eager mode (about
+#: 10 µs per step inside a MonitoredSession run). Read in Keras 3.15, tf_keras 2.21 and Keras
+#: 2.15: they look at the logs' floats with numpy and set ``model.stop_training``.
+#: ``on_train_batch_end`` is the base class's, which calls ``on_batch_end``.
+#: tests/test_graph_free.py pins their source.
 EAGER_FREE_CALLBACKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("keras.src.callbacks.terminate_on_nan", "TerminateOnNaN"): (  # Keras 3
         "on_train_batch_end",

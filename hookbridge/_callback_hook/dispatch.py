@@ -66,9 +66,9 @@ def build_table(callbacks: list) -> dict[str, list[Callable[..., Any]]]:
 
 
 def needs_eager(method: Callable[..., Any]) -> bool:
-    """Whether a bound callback method must run in eager mode (anything not in
-    ``_tfcompat.EAGER_FREE_CALLBACKS``,
-    including a subclass and a method replaced on the instance)."""
+    """Whether a bound callback method must run in eager mode: anything not listed in
+    ``_tfcompat.EAGER_FREE_CALLBACKS``, including a subclass and a method replaced on the
+    instance."""
     callback = getattr(method, "__self__", None)
     kind = type(callback)
     names = _tfcompat.EAGER_FREE_CALLBACKS.get((kind.__module__, kind.__qualname__))

@@ -216,7 +216,7 @@ class Resolver:
         """``Session.run`` semantics, answered from Python where the bridge holds the values."""
         plan = self.plan(fetches)
         if plan.single is not None and not feed_dict:
-            # A lone held tensor (CheckpointSaverHook reads the global step so every step).
+            # A lone held tensor (CheckpointSaverHook reads the global step on every step).
             return self.held(plan.single, plan.elements[0])
         values: list = [None] * len(plan.elements)
         for i, ref in plan.known:

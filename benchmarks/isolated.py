@@ -78,7 +78,7 @@ def callback_hook_per_step(make_callbacks, steps: int) -> float:
 
 def _standard() -> list:
     """bench.py's standard hook set, writing into a fresh temporary directory."""
-    from bench import standard_hooks
+    from hookbench.workloads import standard_hooks
 
     return standard_hooks(tempfile.mkdtemp(prefix="hookbridge-isolated-"), 10**9)()
 

@@ -1,0 +1,149 @@
+"""HookCallback under tf.distribute, in processes of their own (real strategies, loopback only).
+
+Each scenario runs a script from ``tests/distributed/`` in a fresh process (logical devices and
+``TF_CONFIG`` must be set before TensorFlow starts), on ports picked free on 127.0.0.1, with a
+bounded time, and checks that no process is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+HERE = Path(__file__).resolve().parent / "distributed"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 (bound together, so no two are the same)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run_processes(commands: list[tuple[list[str], dict]], timeout: float) -> list[dict]:
+    """Starts every command in a session of its own, waits at most ``timeout`` seconds in all,
+    kills whatever is left (and fails), and returns each process's last JSON line."""
+    procs = [
+        subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for argv, env in commands
+    ]
+    outputs, timed_out = [], []
+    try:
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out.append(proc.args)
+                continue
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            assert proc.returncode == 0 and lines, (
+                f"{proc.args} failed:\n{out[-2000:]}\n{err[-4000:]}"
+            )
+            outputs.append(json.loads(lines[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+    assert not timed_out, f"still running after {timeout} s (killed): {timed_out}"
+    assert all(p.poll() is not None for p in procs)
+    return outputs
+
+
+def test_mirrored_strategy_hooks_see_the_global_step_and_reduced_loss(tmp_path):
+    """MirroredStrategy over 2 logical CPUs: one hook call per global step, the global step is
+    the strategy's ``optimizer.iterations``, ``loss:0`` is the batch loss Keras reduced across
+    replicas (its running mean is what Keras logs), the bridge does not change training, and
+    CheckpointSaverHook writes the mirrored weights once, restorable with and without a
+    strategy."""
+    (got,) = run_processes(
+        [([sys.executable, str(HERE / "mirrored_fit.py"), str(tmp_path)], ENV)], timeout=300
+    )
+    assert got["replicas"] == 2
+    steps = got["hook_steps"]
+    assert got["hook_begins"] == 1
+    assert [s["stale_step"] for s in steps] == list(range(8))
+    assert [s["fresh_step"] for s in steps] == list(range(1, 9))
+    assert got["iterations"] == 8
+    assert [b["iterations"] for b in got["native_batches"]] == list(range(1, 9))
+
+    # Native Keras (no bridge) and the bridged run report the same logs and train the same weights.
+    native = [b["loss"] for b in got["native_batches"]]
+    bridged = [b["loss"] for b in got["bridged_batches"]]
+    np.testing.assert_allclose(bridged, native, rtol=1e-5)
+    for a, b in zip(got["bridged_weights"], got["native_weights"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+    # The hooks' batch losses: their running mean within each epoch is Keras's log (equal batches).
+    losses = [s["loss"] for s in steps]
+    for epoch in range(2):
+        batch = losses[epoch * 4 : (epoch + 1) * 4]
+        means = np.cumsum(batch) / np.arange(1, 5)
+        np.testing.assert_allclose(means, native[epoch * 4 : (epoch + 1) * 4], rtol=1e-4)
+
+    # One copy of each weight in the checkpoint, at the last step; restores match the trained model.
+    assert got["checkpoint_names"] == [
+        "global_step",
+        "model/000/kernel",
+        "model/001/bias",
+        "model/002/kernel",
+        "model/003/bias",
+    ]
+    assert got["checkpoint_step"] == 8
+    for key in ("restored_plain", "restored_mirrored"):
+        step, weights = got[key]
+        assert step == 8, key
+        for a, b in zip(weights, got["bridged_weights"]):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_multiworker_mirrored_strategy_on_loopback(tmp_path):
+    """Two MultiWorkerMirroredStrategy workers on loopback. tf_keras and Keras 2 train; Keras 3
+    fails upstream with or without hookbridge (keras-team/keras#20585): while it does, this test
+    skips with that reason, and the day it trains, the test fails so the suite notices."""
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    commands = []
+    for index in range(2):
+        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        env = {**ENV, "TF_CONFIG": json.dumps(config)}
+        commands.append(([sys.executable, str(HERE / "multiworker_fit.py"), str(tmp_path)], env))
+    results = run_processes(commands, timeout=300)
+    if KERAS3:
+        if all(not r["ok"] and "PerReplica" in r["error"] for r in results):
+            pytest.skip(
+                "Keras 3 cannot fit under MultiWorkerMirroredStrategy (keras-team/keras#20585): "
+                f"{results[0]['error'][:120]}"
+            )
+        assert not any(r["ok"] for r in results), (
+            "Keras 3 now trains under MultiWorkerMirroredStrategy (keras-team/keras#20585 fixed?): "
+            "cover HookCallback there and drop this check."
+        )
+        raise AssertionError(f"Keras 3 MultiWorkerMirroredStrategy failed differently: {results}")
+    assert [r["ok"] for r in results] == [True, True], results
+    assert [r["iterations"] for r in results] == [4, 4]

@@ -264,7 +264,7 @@ class ModuleScan:
                     cls.name,
                     catalog.Bridged(
                         f.CUSTOM,
-                        f"SessionRunHook {self.classes.base_description(cls)}; overrides "
+                        f"a hook, {self.classes.base_description(cls)}; overrides "
                         + (", ".join(_overrides(cls.node)) or "nothing"),
                         check_action(self.classes, cls, callback=False),
                     ),
@@ -277,7 +277,7 @@ class ModuleScan:
                     f.CALLBACK_CLASS,
                     cls.name,
                     f.CUSTOM,
-                    f"Keras Callback {self.classes.base_description(cls)}",
+                    f"a Keras callback, {self.classes.base_description(cls)}",
                     check_action(self.classes, cls, callback=True),
                 )
                 self._pending_callbacks.append((None, finding))  # type: ignore[arg-type]

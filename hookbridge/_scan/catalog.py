@@ -238,13 +238,13 @@ def tensor_status(name: str) -> Bridged:
             f"compile the Keras model with a metric named '{base}', or pass "
             f"HookCallback(log_names=['{base}']) for a log key the bridge does not infer",
         )
-    leaf = base.rstrip("/").rsplit("/", 1)[-1] or base
+    key = base.strip("/").replace("/", "_")
     return Bridged(
         f.NEEDS_TENSOR,
         f"'{base}' is an op of the TF1 model graph; the bridge's graph holds no model ops "
         "(only loss, the global step, one tensor per Keras log value, weight mirrors)",
-        f"compute it in Keras as a metric (or a log value) named e.g. '{leaf}' and read "
-        f"'{leaf}:0' in the hook",
+        f"compute it in Keras as a scalar metric (or log value) named e.g. '{key}' and read "
+        f"'{key}:0' in the hook",
     )
 
 

@@ -62,7 +62,7 @@ def run_demo(out: str, steps: int, say: Callable[[str], None] = print) -> dict[s
     except ImportError as e:
         raise SystemExit(
             f"hookbridge demo needs matplotlib and tensorboard ({e}); "
-            'install them with: pip install "hookbridge[demo]"'
+            'install them with: pip install "tf-hookbridge[demo]"'
         ) from e
     import tensorflow as tf
 

@@ -17,6 +17,7 @@ After the move the model is Keras, the hooks are the same objects, and a restart
 from the hooks' checkpoint with ``hookbridge.restore_checkpoint``.
 
 Run: python examples/estimator_to_fit.py [MODEL_DIR]
+(without MODEL_DIR: a temporary folder, removed when the script ends)
 """
 
 import os
@@ -94,4 +95,10 @@ def main(model_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="estimator_to_fit_"))
+    if len(sys.argv) > 1:
+        print(f"writing to {sys.argv[1]}")
+        main(sys.argv[1])
+    else:  # a temporary folder, removed when the script ends
+        with tempfile.TemporaryDirectory(prefix="estimator_to_fit_") as folder:
+            print(f"writing to {folder} (temporary, removed at exit; pass a folder to keep it)")
+            main(folder)

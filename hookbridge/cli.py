@@ -1,16 +1,15 @@
-"""The ``hookbridge`` command line: ``hookbridge demo`` and ``hookbridge scan PATH``.
+"""The ``hookbridge`` command line: ``hookbridge demo [--out DIR] [--steps N]``,
+``hookbridge scan PATH [--format table|json|markdown]``.
 
-Each subcommand's implementation is imported only when that subcommand runs, so ``--help`` and
-``scan`` load no TensorFlow (``demo`` imports it when it starts training).
+Each subcommand imports its implementation only when it runs: ``--help`` and ``scan`` load no
+TensorFlow (``demo`` imports it when it starts training).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-
-Handler = Callable[[argparse.Namespace, argparse.ArgumentParser], int]
+from collections.abc import Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,12 +19,6 @@ def _parser() -> argparse.ArgumentParser:
         "MonitoredSession/Estimator.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_demo(sub)
-    _add_scan(sub)
-    return parser
-
-
-def _add_demo(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser(
         "demo",
         help="train a small Keras model with built-in TF1 hooks and show what they wrote",
@@ -47,16 +40,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="training steps; StopAtStepHook stops fit there (default: 40)",
     )
-    demo.set_defaults(handler=_run_demo)
-
-
-def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if args.steps < 1:
-        parser.error(f"--steps must be at least 1, received {args.steps}")
-    from hookbridge._demo import run_demo
-
-    run_demo(args.out, args.steps)
-    return 0
+    _add_scan(sub)
+    return parser
 
 
 def _add_scan(sub: argparse._SubParsersAction) -> None:
@@ -66,29 +51,32 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
         description="Reads Python files by syntax tree (never imports or runs them) and lists "
         "SessionRunHook subclasses, hooks constructed, MonitoredSession/Estimator entry points, "
         "Keras callbacks in TF1 code and tensors named inside hooks, each with its bridge status. "
-        "Exit codes: 0 everything conforms; 1 custom code to check, tensors to expose or "
-        "unverified built-ins; 2 usage error; 3 something unsupported; 4 a file could not be "
-        "parsed.",
+        "Exit status: 0 everything conforms; 1 custom code to check, tensors to expose or "
+        "unverified built-ins; 2 bad input; 3 something unsupported; 4 a file could not be "
+        "parsed (the highest that applies).",
     )
     scan.add_argument("path", metavar="PATH", help="a .py file or a folder")
     scan.add_argument(
         "--format",
         choices=("table", "json", "markdown"),
         default="table",
+        dest="fmt",
         help="report format (default: table)",
     )
     scan.set_defaults(handler=_run_scan)
 
 
-def _run_scan(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _run_scan(args: argparse.Namespace) -> int:
     from hookbridge._scan import scan
+    from hookbridge._scan.findings import EXIT_USAGE
     from hookbridge._scan.report import render
 
     try:
         result = scan(args.path)
     except FileNotFoundError as e:
-        parser.error(str(e))
-    sys.stdout.write(render(result, args.format))
+        print(f"hookbridge scan: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render(result, args.fmt))
     return result.exit_code()
 
 
@@ -96,11 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hookbridge`` command; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
-    handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    return handler(args, parser)
+    if args.command == "demo":
+        if args.steps < 1:
+            parser.error(f"--steps must be at least 1, received {args.steps}")
+        from hookbridge._demo import run_demo
+
+        run_demo(args.out, args.steps)
+        return 0
+    if getattr(args, "handler", None) is not None:
+        return int(args.handler(args))
+    parser.print_help()
+    return 2
 
 
 if __name__ == "__main__":

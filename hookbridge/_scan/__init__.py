@@ -34,7 +34,7 @@ def scan(path: str | Path) -> ScanResult:
     """
     root = Path(path)
     if not root.exists():
-        raise FileNotFoundError(f"hookbridge scan: {str(path)!r} does not exist.")
+        raise FileNotFoundError(f"{str(path)!r} does not exist: give a .py file or a folder.")
     base = root.parent if root.is_file() else root
     modules: list[ModuleInfo] = []
     out: list[Finding] = []

@@ -346,6 +346,11 @@ class ModuleScan:
             self._add(call, f.HOOK, last, catalog.Bridged(f.UNSUPPORTED, catalog.CONTRIB_REASON))
             return True
         if _is_keras_callback_path(qualified):
+            if last == "TensorBoard" and ".compat.v1." in qualified:
+                self._defer_callback(
+                    call, last, catalog.Bridged(f.UNSUPPORTED, catalog.V1_TENSORBOARD_REASON)
+                )
+                return True
             if last in catalog.known_names("callback"):
                 self._defer_callback(call, last, catalog.builtin_status("callback", last))
                 return True

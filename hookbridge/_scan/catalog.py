@@ -48,6 +48,10 @@ UNSUPPORTED_HOOKS: Final = {
         for name in ("LocalCLIDebugHook", "DumpingDebugHook", "TensorBoardDebugHook")
     },
 }
+V1_TENSORBOARD_REASON: Final = (
+    "the graph-mode (v1) TensorBoard class needs a Keras model: CallbackHook refuses it; use "
+    "tf.keras.callbacks.TensorBoard built outside `with graph.as_default()`"
+)
 CONTRIB_REASON: Final = (
     "tf.contrib was removed in TensorFlow 2.0: it does not run natively either; replace it with "
     "its TF 2 counterpart first"

@@ -381,3 +381,19 @@ def test_fixture_is_a_copyable_project(tmp_path):
     shutil.copytree(FIXTURE, copy)
     got = {(x.path, x.line, x.name, x.status) for x in scan(copy).findings}
     assert got == {(x.path, x.line, x.name, x.status) for x in scan(FIXTURE).findings}
+
+
+def test_a_builtin_the_results_do_not_cover_everywhere_is_unverified(tmp_path):
+    source = (
+        "import keras\nimport hookbridge\n"
+        "hookbridge.CallbackHook([keras.callbacks.OrbaxCheckpoint('ckpt')], logs={})\n"
+    )
+    (finding,) = [x for x in scan(_write(tmp_path, source)).findings if x.kind == "callback"]
+    assert finding.status == findings.UNVERIFIED
+    notes = {
+        f"skipped on {r['stack']} ({r['results']['callback:OrbaxCheckpoint']['note']})"
+        for r in (json.loads(p.read_text()) for p in RESULTS.glob("*.json"))
+        if "callback:OrbaxCheckpoint" in r["results"]
+    }
+    assert notes and finding.detail == "; ".join(sorted(notes))
+    assert cli.main(["scan", str(tmp_path)]) == findings.EXIT_ATTENTION

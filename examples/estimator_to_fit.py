@@ -82,7 +82,7 @@ def train(model_dir, x, y, last_step):
 
 
 def main(model_dir):
-    tf.random.set_seed(0)
+    tf.keras.utils.set_random_seed(0)  # Python, NumPy, TF and Keras: the same run every time
     v1.logging.set_verbosity(v1.logging.INFO)  # LoggingTensorHook logs through tf.logging
     rng = np.random.default_rng(0)
     x = rng.normal(size=(160, 3)).astype("float32")

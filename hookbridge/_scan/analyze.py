@@ -144,7 +144,7 @@ class ModuleScan:
         self.native_callbacks: set[int] = set()
         self.tensor_scopes: list[ast.AST] = []
         self.estimator_vars: set[str] = set()
-        self._pending_callbacks: list[tuple[ast.Call, f.Finding]] = []
+        self._pending_callbacks: list[tuple[ast.Call | None, f.Finding]] = []
 
     def run(self) -> list[f.Finding]:
         self._find_estimator_variables()
@@ -196,7 +196,9 @@ class ModuleScan:
 
     @staticmethod
     def _receiver(call: ast.Call) -> str:
-        value = call.func.value  # type: ignore[attr-defined]
+        if not isinstance(call.func, ast.Attribute):
+            return ""
+        value = call.func.value
         if isinstance(value, ast.Name):
             return value.id
         if isinstance(value, ast.Attribute):
@@ -280,7 +282,7 @@ class ModuleScan:
                     f"a Keras callback, {self.classes.base_description(cls)}",
                     check_action(self.classes, cls, callback=True),
                 )
-                self._pending_callbacks.append((None, finding))  # type: ignore[arg-type]
+                self._pending_callbacks.append((None, finding))
 
     # -------------------------------------------------------------------------- calls
     def _classify_call(self, call: ast.Call) -> None:

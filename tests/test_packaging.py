@@ -7,6 +7,7 @@ the environment's setuptools) and read back from the archive; nothing is install
 from __future__ import annotations
 
 import email
+import re
 import shutil
 import subprocess
 import sys
@@ -100,3 +101,32 @@ def test_package_data_and_modules(wheel):
     ):
         assert path in names, path
     assert not [n for n in names if n.startswith(("tests/", "examples/"))]
+
+
+def _installed_names(line: str) -> list[str]:
+    """The requirement names after each ``pip install`` on a line (up to ``&&``, ``;``, ...)."""
+    names = []
+    for segment in line.split("pip install")[1:]:
+        segment = re.split(r"&&|;|\||`|#", segment)[0]
+        for token in segment.split():
+            token = token.strip("\"'")
+            if token and not token.startswith("-"):
+                names.append(re.split(r"[\[<>=!~]", token)[0])
+    return names
+
+
+def test_every_install_line_names_tf_hookbridge():
+    # `hookbridge` on PyPI is another project: no install line may name it.
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").rglob("*.py")]
+    files += list((ROOT / "hookbridge").rglob("*.py"))
+    installed = {
+        (str(path.relative_to(ROOT)), name)
+        for path in files
+        for line in path.read_text().splitlines()
+        for name in _installed_names(line)
+    }
+    assert [item for item in installed if item[1] == "hookbridge"] == []
+    assert ("README.md", "tf-hookbridge") in installed
+    assert ("docs/index.md", "tf-hookbridge") in installed
+    assert ("hookbridge/_demo.py", "tf-hookbridge") in installed  # the demo's missing-extra error
+    assert _installed_names('pip install -U "hookbridge[demo]" && x') == ["hookbridge"]

@@ -6,6 +6,7 @@ are the fetched ``loss`` tensor, ``ReduceLROnPlateau`` lowers the graph's learni
 and ``EarlyStopping`` stops the session the way it stops ``fit``.
 
 Run: python examples/callbacks_in_monitored_session.py [OUT_DIR]
+(without OUT_DIR: a temporary folder, removed when the script ends)
 """
 
 import csv
@@ -60,4 +61,10 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="callbacks_in_ms_"))
+    if len(sys.argv) > 1:
+        print(f"writing to {sys.argv[1]}")
+        main(sys.argv[1])
+    else:  # a temporary folder, removed when the script ends
+        with tempfile.TemporaryDirectory(prefix="callbacks_in_ms_") as folder:
+            print(f"writing to {folder} (temporary, removed at exit; pass a folder to keep it)")
+            main(folder)

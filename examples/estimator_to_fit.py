@@ -17,6 +17,7 @@ After the move the model is Keras, the hooks are the same objects, and a restart
 from the hooks' checkpoint with ``hookbridge.restore_checkpoint``.
 
 Run: python examples/estimator_to_fit.py [MODEL_DIR]
+(without MODEL_DIR: a temporary folder, removed when the script ends)
 """
 
 import os
@@ -81,7 +82,7 @@ def train(model_dir, x, y, last_step):
 
 
 def main(model_dir):
-    tf.random.set_seed(0)
+    tf.keras.utils.set_random_seed(0)  # Python, NumPy, TF and Keras: the same run every time
     v1.logging.set_verbosity(v1.logging.INFO)  # LoggingTensorHook logs through tf.logging
     rng = np.random.default_rng(0)
     x = rng.normal(size=(160, 3)).astype("float32")
@@ -94,4 +95,10 @@ def main(model_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="estimator_to_fit_"))
+    if len(sys.argv) > 1:
+        print(f"writing to {sys.argv[1]}")
+        main(sys.argv[1])
+    else:  # a temporary folder, removed when the script ends
+        with tempfile.TemporaryDirectory(prefix="estimator_to_fit_") as folder:
+            print(f"writing to {folder} (temporary, removed at exit; pass a folder to keep it)")
+            main(folder)

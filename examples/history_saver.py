@@ -42,7 +42,7 @@ class HistorySaverCustomHook(v1.train.SessionRunHook):
 
 
 def main():
-    tf.random.set_seed(0)
+    tf.keras.utils.set_random_seed(0)  # Python, NumPy, TF and Keras: the same run every time
     with resources.files("hookbridge").joinpath("data/mtcars.csv").open(newline="") as f:
         mtcars = list(csv.DictReader(f))  # the 32-row table shipped with hookbridge
     x = np.array([[float(r["drat"]), float(r["cyl"])] for r in mtcars], "float32")

@@ -42,7 +42,7 @@ class LossHook(tf.train.SessionRunHook):
 
 
 def main():
-    tf2.random.set_seed(0)
+    tf2.keras.utils.set_random_seed(0)  # Python, NumPy, TF and Keras: the same run every time
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, 2)).astype("float32")
     y = x @ np.array([[2.0], [-1.0]], "float32") + 0.5

@@ -6,6 +6,7 @@ a scalar of the batch loss and a histogram of the first layer's kernel (the brid
 Keras weights into its graph only for runs that read them).
 
 Run: python examples/summary_saver.py [LOGDIR]
+(without LOGDIR: a temporary folder, removed when the script ends)
 """
 
 import sys
@@ -21,7 +22,7 @@ v1 = tf.compat.v1
 
 
 def main(logdir):
-    tf.random.set_seed(0)
+    tf.keras.utils.set_random_seed(0)  # Python, NumPy, TF and Keras: the same run every time
     rng = np.random.default_rng(0)
     x = rng.normal(size=(320, 4)).astype("float32")
     y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
@@ -58,4 +59,10 @@ def main(logdir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="summary_saver_"))
+    if len(sys.argv) > 1:
+        print(f"writing to {sys.argv[1]}")
+        main(sys.argv[1])
+    else:  # a temporary folder, removed when the script ends
+        with tempfile.TemporaryDirectory(prefix="summary_saver_") as folder:
+            print(f"writing to {folder} (temporary, removed at exit; pass a folder to keep it)")
+            main(folder)

@@ -6,16 +6,35 @@
   :func:`load_weights` / :func:`read_weights` read what its ``ModelCheckpoint`` saved.
 * :mod:`hookbridge.hooks`: the R tfestimators ``hook_history_saver`` / ``hook_progress_bar``.
 * :mod:`hookbridge.testing`: the conformance kit (imported on demand: it needs hypothesis).
+
+The names are imported on first use (``hookbridge._lazy``): ``import hookbridge``, the
+``hookbridge`` command's ``--help`` and ``scan``, and the pytest plugin load no TensorFlow.
 """
 
 from __future__ import annotations
 
-from hookbridge import hooks
-from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
-from hookbridge._callback_hook.hook import CallbackHook
-from hookbridge._callback_hook.weights import load_weights, read_weights
-from hookbridge._hook_callback.callback import HookCallback
-from hookbridge._hook_callback.checkpoint import restore_checkpoint
+from typing import TYPE_CHECKING
+
+from hookbridge._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
+    from hookbridge import hooks
+    from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
+    from hookbridge._callback_hook.hook import CallbackHook
+    from hookbridge._callback_hook.weights import load_weights, read_weights
+    from hookbridge._hook_callback.callback import HookCallback
+    from hookbridge._hook_callback.checkpoint import restore_checkpoint
+
+_EXPORTS = {
+    "CallbackHook": "hookbridge._callback_hook.hook",
+    "HookCallback": "hookbridge._hook_callback.callback",
+    "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
+    "hooks": "hookbridge.hooks",
+    "load_weights": "hookbridge._callback_hook.weights",
+    "read_weights": "hookbridge._callback_hook.weights",
+    "restore_checkpoint": "hookbridge._hook_callback.checkpoint",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CallbackHook",

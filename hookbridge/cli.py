@@ -1,4 +1,9 @@
-"""The ``hookbridge`` command line: ``hookbridge demo [--out DIR] [--steps N]``."""
+"""The ``hookbridge`` command line: ``hookbridge demo [--out DIR] [--steps N]``,
+``hookbridge scan PATH [--format table|json|markdown]``.
+
+Each subcommand imports its implementation only when it runs: ``--help`` and ``scan`` load no
+TensorFlow (``demo`` imports it when it starts training).
+"""
 
 from __future__ import annotations
 
@@ -35,7 +40,44 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="training steps; StopAtStepHook stops fit there (default: 40)",
     )
+    _add_scan(sub)
     return parser
+
+
+def _add_scan(sub: argparse._SubParsersAction) -> None:
+    scan = sub.add_parser(
+        "scan",
+        help="list a TF1 codebase's hooks, entry points and tensors with their bridge status",
+        description="Reads Python files by syntax tree (never imports or runs them) and lists "
+        "SessionRunHook subclasses, hooks constructed, MonitoredSession/Estimator entry points, "
+        "Keras callbacks in TF1 code and tensors named inside hooks, each with its bridge status. "
+        "Exit status: 0 everything conforms; 1 custom code to check, tensors to expose or "
+        "unverified built-ins; 2 bad input; 3 something unsupported; 4 a file could not be "
+        "parsed (the highest that applies).",
+    )
+    scan.add_argument("path", metavar="PATH", help="a .py file or a folder")
+    scan.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        dest="fmt",
+        help="report format (default: table)",
+    )
+    scan.set_defaults(handler=_run_scan)
+
+
+def _run_scan(args: argparse.Namespace) -> int:
+    from hookbridge._scan import scan
+    from hookbridge._scan.findings import EXIT_USAGE
+    from hookbridge._scan.report import render
+
+    try:
+        result = scan(args.path)
+    except FileNotFoundError as e:
+        print(f"hookbridge scan: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render(result, args.fmt))
+    return result.exit_code()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         run_demo(args.out, args.steps)
         return 0
+    if getattr(args, "handler", None) is not None:
+        return int(args.handler(args))
     parser.print_help()
     return 2
 

@@ -1,17 +1,26 @@
-"""The ``hookbridge`` command: ``hookbridge demo`` end to end, in a subprocess."""
+"""The ``hookbridge`` command: ``hookbridge demo`` end to end, in a subprocess; what it imports."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from hookbridge import cli
 
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+ROOT = Path(__file__).resolve().parent.parent
+# PYTHONPATH: subprocesses started in another folder (cwd=tmp_path) still use this hookbridge.
+ENV = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+}
 
 
 def _run(*args: str, cwd=None, timeout: int = 180) -> subprocess.CompletedProcess:
@@ -43,10 +52,20 @@ def test_steps_must_be_positive(capsys):
     assert "--steps must be at least 1" in capsys.readouterr().err
 
 
-def test_demo_end_to_end(tmp_path):
-    out = tmp_path / "demo"
-    proc = _run("demo", "--out", str(out), "--steps", "12")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """Two runs of ``hookbridge demo --steps 12``, each into its own folder."""
+    runs = []
+    for _ in range(2):
+        out = tmp_path_factory.mktemp("demo") / "demo"
+        proc = _run("demo", "--out", str(out), "--steps", "12")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append((out, proc))
+    return runs
+
+
+def test_demo_end_to_end(demo_runs):
+    out, proc = demo_runs[0]
     stdout = proc.stdout
     for hook in (
         "StopAtStepHook",
@@ -74,6 +93,89 @@ def test_demo_end_to_end(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     # LoggingTensorHook logged the batch loss and the global step to stderr.
     assert "loss = " in proc.stderr and "step = 0" in proc.stderr
+
+
+def test_demo_is_reproducible(demo_runs):
+    import numpy as np
+    import tensorflow as tf
+
+    (out1, proc1), (out2, proc2) = demo_runs
+
+    def figures(out, proc):
+        # Every line but the output folder and StepCounterHook's global_step/sec (a timing).
+        text = proc.stdout.replace(str(out), "<out>")
+        return [line for line in text.splitlines() if "global_step/sec" not in line]
+
+    assert figures(out1, proc1) == figures(out2, proc2)
+    assert "seed 0" in proc1.stdout and re.search(r"batch_loss: 12 points.*last \d", proc1.stdout)
+    # The checkpoints hold the same weights, bit for bit (read with the real reader).
+    first = tf.train.load_checkpoint(str(out1 / "checkpoints" / "model.ckpt-12"))
+    second = tf.train.load_checkpoint(str(out2 / "checkpoints" / "model.ckpt-12"))
+    keys = sorted(first.get_variable_to_shape_map())
+    assert keys == sorted(second.get_variable_to_shape_map()) and "model/000/kernel" in keys
+    for key in keys:
+        np.testing.assert_array_equal(first.get_tensor(key), second.get_tensor(key), err_msg=key)
+
+
+def _modules_loaded(code: str) -> list[str]:
+    """Runs ``code`` in a fresh interpreter; returns the TensorFlow/Keras modules it loaded."""
+    probe = (
+        f"{code}\n"
+        "import sys\n"
+        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in roots))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return eval(proc.stdout.strip().splitlines()[-1])  # a printed list of module names
+
+
+def test_pytest_plugin_and_help_load_no_tensorflow():
+    assert _modules_loaded("import hookbridge.testing.pytest_plugin") == []
+    assert _modules_loaded("import hookbridge, hookbridge.testing") == []
+    for argv in (["--help"], ["scan", "--help"], ["demo", "--help"]):
+        code = (
+            "from hookbridge.cli import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit as e:\n"
+            "    assert e.code == 0, e.code\n"
+        )
+        assert _modules_loaded(code) == [], argv
+
+
+def test_tensorflow_is_imported_on_first_use():
+    # The probe above can see TensorFlow: a public name that needs it loads it.
+    loaded = _modules_loaded("import hookbridge\nhookbridge.HookCallback")
+    assert "tensorflow" in loaded
+
+
+def test_lazy_exports_are_the_public_names():
+    import hookbridge
+    import hookbridge.testing
+
+    for module in (hookbridge, hookbridge.testing):
+        assert sorted(module.__all__) == sorted(module._EXPORTS)
+        assert set(module.__all__) <= set(dir(module))
+        for name in module.__all__:
+            assert getattr(module, name) is not None
+        with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+            module.nope  # noqa: B018
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out and "scan" in out
 
 
 def test_demo_writes_into_default_directory(tmp_path):

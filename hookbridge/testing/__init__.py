@@ -10,6 +10,9 @@ For your own code: :func:`assert_hook_conforms` and :func:`assert_callback_confo
 pytest plugin's fixtures (``hook_conforms``, ``callback_conforms``). Hypothesis strategies live in
 :mod:`hookbridge.testing.strategies` (imported on demand: it needs ``hypothesis``).
 
+The names are imported on first use, so the pytest plugin (``hookbridge.testing.pytest_plugin``)
+loads no TensorFlow when pytest starts.
+
 Example:
     >>> from hookbridge.testing import assert_hook_conforms
     >>> assert_hook_conforms(lambda: MyHook(every_n_iter=2), steps=6, steps_per_epoch=3)
@@ -17,29 +20,71 @@ Example:
 
 from __future__ import annotations
 
-from hookbridge.testing._trace import Event, Trace, first_difference, format_diff, normalize
-from hookbridge.testing.conform import (
-    Conformance,
-    assert_callback_conforms,
-    assert_hook_conforms,
-)
-from hookbridge.testing.recorders import RecordingCallback, RecordingHook
-from hookbridge.testing.runners import (
-    SessionGraph,
-    keras_model,
-    run_callback_hook,
-    run_fit,
-    run_hook_callback,
-    run_session,
-)
-from hookbridge.testing.scenarios import (
-    EXACT_LOSSES,
-    CallbackScenario,
-    CallbackSpec,
-    HookScenario,
-    HookSpec,
-    ScenarioError,
-)
+from typing import TYPE_CHECKING
+
+from hookbridge._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
+    from hookbridge.testing._trace import (
+        Event,
+        Trace,
+        first_difference,
+        format_diff,
+        normalize,
+    )
+    from hookbridge.testing.conform import (
+        Conformance,
+        assert_callback_conforms,
+        assert_hook_conforms,
+    )
+    from hookbridge.testing.recorders import RecordingCallback, RecordingHook
+    from hookbridge.testing.runners import (
+        SessionGraph,
+        keras_model,
+        run_callback_hook,
+        run_fit,
+        run_hook_callback,
+        run_session,
+    )
+    from hookbridge.testing.scenarios import (
+        EXACT_LOSSES,
+        CallbackScenario,
+        CallbackSpec,
+        HookScenario,
+        HookSpec,
+        ScenarioError,
+    )
+
+_TRACE = "hookbridge.testing._trace"
+_CONFORM = "hookbridge.testing.conform"
+_RECORDERS = "hookbridge.testing.recorders"
+_RUNNERS = "hookbridge.testing.runners"
+_SCENARIOS = "hookbridge.testing.scenarios"
+_EXPORTS = {
+    "EXACT_LOSSES": _SCENARIOS,
+    "CallbackScenario": _SCENARIOS,
+    "CallbackSpec": _SCENARIOS,
+    "Conformance": _CONFORM,
+    "Event": _TRACE,
+    "HookScenario": _SCENARIOS,
+    "HookSpec": _SCENARIOS,
+    "RecordingCallback": _RECORDERS,
+    "RecordingHook": _RECORDERS,
+    "ScenarioError": _SCENARIOS,
+    "SessionGraph": _RUNNERS,
+    "Trace": _TRACE,
+    "assert_callback_conforms": _CONFORM,
+    "assert_hook_conforms": _CONFORM,
+    "first_difference": _TRACE,
+    "format_diff": _TRACE,
+    "keras_model": _RUNNERS,
+    "normalize": _TRACE,
+    "run_callback_hook": _RUNNERS,
+    "run_fit": _RUNNERS,
+    "run_hook_callback": _RUNNERS,
+    "run_session": _RUNNERS,
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "EXACT_LOSSES",

@@ -1,0 +1,66 @@
+"""``hookbridge scan PATH``: an inventory of a TF1 codebase's hooks, read by syntax tree only.
+
+Nothing scanned is imported or run (and TensorFlow is not imported either): each file is parsed
+with :mod:`ast`, names are resolved through its imports, and every ``SessionRunHook`` subclass,
+hook constructed, training entry point (``MonitoredSession``, ``Estimator``, ``EstimatorSpec``,
+``train/evaluate/predict(hooks=...)``), Keras callback in TF1 code and tensor named inside a hook
+is reported with its bridge status (see :mod:`hookbridge._scan.findings`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hookbridge._scan import findings
+from hookbridge._scan.analyze import Classes, ModuleScan
+from hookbridge._scan.findings import Finding, ScanResult
+from hookbridge._scan.modules import ModuleInfo, discover, parse
+
+__all__ = ["Finding", "ScanResult", "scan"]
+
+
+def scan(path: str | Path) -> ScanResult:
+    """Scans a file or a directory tree of Python files.
+
+    Args:
+        path: a ``.py`` file or a folder (hidden folders, ``__pycache__``, virtual environments
+            and ``build``/``dist`` are skipped).
+
+    Returns:
+        The findings, sorted by file and line, and the number of files read.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"{str(path)!r} does not exist: give a .py file or a folder.")
+    base = root.parent if root.is_file() else root
+    modules: list[ModuleInfo] = []
+    out: list[Finding] = []
+    files = discover(root)
+    for file in files:
+        rel = file.relative_to(base)
+        try:
+            modules.append(parse(file, rel))
+        except (SyntaxError, ValueError) as e:
+            out.append(_parse_error(rel.as_posix(), e))
+    classes = Classes(modules)
+    for module in modules:
+        out += ModuleScan(module, classes).run()
+    out.sort(key=lambda x: (x.path, x.line, x.kind, x.name))
+    return ScanResult(root=str(root), files=len(files), findings=tuple(out))
+
+
+def _parse_error(rel: str, error: Exception) -> Finding:
+    line = getattr(error, "lineno", None) or 1
+    message = getattr(error, "msg", None) or str(error)
+    return Finding(
+        rel,
+        line,
+        findings.FILE,
+        rel,
+        findings.PARSE_ERROR,
+        f"not parsed, not scanned: {message}",
+        "port it to Python 3 syntax (TF 2 needs Python 3), then scan again",
+    )

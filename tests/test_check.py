@@ -1,0 +1,192 @@
+"""``hookbridge check MODULE:ATTR``: the real CLI in a subprocess, and its exit statuses.
+
+The fixture module (``tests/check_fixtures/team_hooks.py``) holds a conforming hook, a hook that
+watches variables only the TF1 graph has, a callback, and bad targets. The native and bridged
+traces the command compares are the conformance kit's own (``hook_traces``/``callback_traces``);
+the JSON test checks the command reports exactly those.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hookbridge import _check as check_mod
+from hookbridge import cli
+from hookbridge.testing import conform
+
+FIXTURES = Path(__file__).resolve().parent / "check_fixtures"
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "PYTHONPATH": os.pathsep.join([str(ROOT), str(FIXTURES)]),
+}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hookbridge", "check", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=ENV,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fixtures_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+
+
+def _in_process(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    parser = cli._parser()
+    ns = parser.parse_args(["check", *args])
+    request = check_mod.CheckRequest(ns.target, ns.steps, ns.steps_per_epoch, ns.callback, ns.fmt)
+    status = check_mod.main(request, out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_conforming_hook_subprocess():
+    proc = _cli("team_hooks:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = proc.stdout.splitlines()[0]
+    assert first == "team_hooks:make_loss_every_2 (hook, 4 steps, 2 per epoch): conforms"
+    # begin + (before_run, after_run) x 4 + the runner's outcome, in both worlds.
+    assert "gave the same 10 events" in proc.stdout
+
+
+def test_non_conforming_hook_shows_the_diff_subprocess():
+    proc = _cli("team_hooks:DenseWatcher")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "team_hooks:DenseWatcher (hook, 6 steps, 3 per epoch): does NOT conform" in out
+    assert "first difference at event 1" in out
+    # Side by side: natively two float tensors (dense/kernel, dense/bias), bridged none.
+    marked = next(line for line in out.splitlines() if line.lstrip().startswith(">>"))
+    assert "'fetches': ['<tensor float32>', '<tenso" in marked
+    assert marked.endswith(
+        "DenseWatcher[0] before_run 0 {'fetches': [], 'feeds': 0, 'trace_level': 0}"
+    )
+    assert "native" in out and "HookCallback" in out
+
+
+def test_callback_json_subprocess():
+    proc = _cli("team_hooks:make_early_stopping", "--callback", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    payload = json.loads(proc.stdout)
+    assert payload["direction"] == "callback" and payload["conforms"] is True
+    assert payload["first_difference"] is None and payload["diff"] is None
+    assert payload["native"] == payload["bridged"]
+    methods = [event[1] for event in payload["native"]]
+    assert methods == ["on_train_begin", "on_epoch_end", "on_epoch_end", "on_train_end", "outcome"]
+
+
+def test_json_reports_the_kits_traces():
+    status, out, _ = _in_process("team_hooks:DenseWatcher", "--format", "json", "--steps", "3")
+    assert status == 1
+    payload = json.loads(out)
+    import team_hooks
+
+    kit = conform.hook_traces(team_hooks.DenseWatcher, steps=3, steps_per_epoch=3)
+    assert not kit.conforms
+    assert payload["native"] == json.loads(json.dumps(kit.native))
+    assert payload["bridged"] == json.loads(json.dumps(kit.bridged))
+    assert payload["first_difference"] == 1
+    assert payload["native"][1][3]["fetches"] == ["<tensor float32>", "<tensor float32>"]
+    assert payload["bridged"][1][3]["fetches"] == []
+    assert "first difference at event 1" in payload["diff"]
+
+
+def test_a_list_of_hooks_that_stops():
+    status, out, _ = _in_process("team_hooks:make_two", "--format", "json")
+    assert status == 0
+    payload = json.loads(out)
+    # StopAtStepHook(last_step=4) stops both worlds after 4 steps of the 6 asked for.
+    runs = [e for e in payload["native"] if e[0] == "LossEveryN[0]" and e[1] == "after_run"]
+    assert [e[2] for e in runs] == [0, 1, 2, 3]
+    assert [e[4] for e in runs] == [False] * 4  # LossEveryN runs before the stop request
+    stops = [e for e in payload["native"] if e[0] == "StopAtStepHook[1]" and e[1] == "after_run"]
+    assert [e[4] for e in stops] == [False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("nosuchmodule:x",), "module not found: 'nosuchmodule'"),
+        (("team_hooks:nope",), "module 'team_hooks' has no attribute 'nope'"),
+        (("team_hooks",), "expected MODULE:ATTR"),
+        (("team_hooks:NOT_CALLABLE",), "team_hooks:NOT_CALLABLE is not callable (it is a int)"),
+        (("team_hooks:A_HOOK_INSTANCE",), "is a LossEveryN instance, not a factory"),
+        (
+            ("team_hooks:make_early_stopping",),
+            "returned EarlyStopping, not a SessionRunHook: add --callback",
+        ),
+        (
+            ("team_hooks:make_loss_every_2", "--callback"),
+            "returned LossEveryN, not a Keras callback: drop --callback",
+        ),
+        (("team_hooks:broken_factory",), "raised RuntimeError: the factory itself is broken"),
+        (("team_hooks:make_two", "--steps", "5"), "--steps 5 must be a positive multiple"),
+        (("missing/dir/hooks.py:make",), "module file not found"),
+    ],
+)
+def test_bad_input_exits_2(args, message):
+    status, out, err = _in_process(*args)
+    assert status == 2
+    assert message in err
+    assert out == ""
+
+
+def test_bad_input_subprocess_and_json():
+    proc = _cli("team_hooks:nope", "--format", "json")
+    assert proc.returncode == 2
+    assert "hookbridge check: error: module 'team_hooks' has no attribute 'nope'" in proc.stderr
+    assert json.loads(proc.stdout) == {
+        "target": "team_hooks:nope",
+        "error": "module 'team_hooks' has no attribute 'nope'.",
+    }
+
+
+def test_a_file_path_target():
+    status, out, _ = _in_process(f"{FIXTURES / 'team_hooks.py'}:make_loss_every_2", "--steps", "3")
+    assert status == 0
+    assert out.splitlines()[0].endswith("(hook, 3 steps, 3 per epoch): conforms")
+
+
+def test_imports_only_the_named_module(tmp_path):
+    pkg = tmp_path / "project"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hooks.py").write_text(
+        "import tensorflow as tf\n"
+        "def make():\n    return tf.compat.v1.train.StopAtStepHook(last_step=2)\n"
+    )
+    (pkg / "train.py").write_text("raise SystemExit('the training driver must not run')\n")
+    code = (
+        "import json, sys; from hookbridge import _check; before = set(sys.modules); "
+        "_check.resolve('project.hooks:make'); "
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before "
+        "if m.startswith('project'))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["project", "project.hooks"]

@@ -1,0 +1,153 @@
+"""``estimator_hooks``: the hooks ``Estimator.train`` adds without being asked, for Keras ``fit``.
+
+``Estimator.train`` (tensorflow_estimator 2.15, ``estimator.py`` ``_train_with_estimator_spec``)
+adds to the caller's hooks a ``loss`` scalar summary, ``NanTensorHook(loss)`` and
+``LoggingTensorHook({"loss": loss, "step": global_step}, every_n_iter=log_step_count_steps)``,
+a ``Saver(sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True)`` and, on the
+chief, ``CheckpointSaverHook(model_dir, save_secs/save_steps)``; its ``MonitoredTrainingSession``
+then puts first ``StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)`` and
+``SummarySaverHook(save_steps=save_summary_steps, output_dir=model_dir)``. The hook order is
+``MonitoredTrainingSession``'s: chief-only hooks, StepCounter, SummarySaver, the caller's hooks,
+NanTensor, LoggingTensor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+#: ``tf.estimator.RunConfig``'s defaults.
+_DEFAULT_SAVE_SECS = 600
+_DEFAULT_KEEP_HOURS = 10000
+
+
+def estimator_hooks(
+    model_dir: str | os.PathLike,
+    *,
+    hooks: Sequence[Any] = (),
+    save_checkpoints_steps: int | None = None,
+    save_checkpoints_secs: int | None = None,
+    save_summary_steps: int = 100,
+    log_step_count_steps: int | None = 100,
+    keep_checkpoint_max: int = 5,
+    keep_checkpoint_every_n_hours: float = _DEFAULT_KEEP_HOURS,
+    loss: str = "loss",
+) -> list[Any]:
+    """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
+
+    Call it inside the hooks callable you give ``HookCallback`` (it builds on that graph's
+    loss and global step, as ``Estimator`` built on ``model_fn``'s), with the ``RunConfig``
+    values of the Estimator job; ``hooks`` are your own hooks, placed where
+    ``Estimator.train(hooks=...)`` placed them. The result writes what the Estimator wrote into
+    ``model_dir``: checkpoints ``model.ckpt-<step>`` (keeping ``keep_checkpoint_max``), a ``loss``
+    scalar every ``save_summary_steps`` and ``global_step/sec`` every ``log_step_count_steps`` in
+    its event files, and logs ``loss = ..., step = ...`` through ``tf.compat.v1.logging`` (INFO).
+
+    Args:
+        model_dir: the Estimator's ``model_dir``.
+        hooks: your hooks (``Estimator.train``'s ``hooks=`` plus ``EstimatorSpec.training_hooks``).
+        save_checkpoints_steps: ``RunConfig.save_checkpoints_steps``.
+        save_checkpoints_secs: ``RunConfig.save_checkpoints_secs``; when neither is given, 600,
+            as ``RunConfig``. ``0`` for both: no CheckpointSaverHook.
+        save_summary_steps: ``RunConfig.save_summary_steps`` (``0``: no SummarySaverHook).
+        log_step_count_steps: ``RunConfig.log_step_count_steps`` (``None``: no StepCounterHook
+            and no LoggingTensorHook).
+        keep_checkpoint_max: ``RunConfig.keep_checkpoint_max``.
+        keep_checkpoint_every_n_hours: ``RunConfig.keep_checkpoint_every_n_hours``.
+        loss: name of the loss tensor in the graph (``HookCallback`` names the batch loss
+            ``loss``).
+
+    Returns:
+        The hooks in ``MonitoredTrainingSession``'s order.
+
+    Raises:
+        RuntimeError: called outside a graph (eagerly) or in a graph without a global step.
+        ValueError: the graph has no tensor named ``loss``.
+
+    Example:
+        >>> model.fit(ds, epochs=..., callbacks=[hookbridge.HookCallback(
+        ...     lambda: hookbridge.estimator_hooks(model_dir, save_checkpoints_steps=100,
+        ...                                        hooks=[MyHook()]))])
+    """
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    graph, global_step, loss_tensor = _graph_parts(tf, loss)
+    model_dir = os.fspath(model_dir)
+    _add_loss_summary(tf, graph, loss_tensor)
+    if not graph.get_collection(v1.GraphKeys.SAVERS):
+        saver = v1.train.Saver(
+            sharded=True,
+            max_to_keep=keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
+            defer_build=True,
+            save_relative_paths=True,
+        )
+        graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
+    if save_checkpoints_steps is None and save_checkpoints_secs is None:
+        save_checkpoints_secs = _DEFAULT_SAVE_SECS
+    chief: list[Any] = []
+    if save_checkpoints_secs or save_checkpoints_steps:
+        chief.append(
+            v1.train.CheckpointSaverHook(
+                model_dir, save_secs=save_checkpoints_secs, save_steps=save_checkpoints_steps
+            )
+        )
+    session: list[Any] = []
+    if log_step_count_steps and log_step_count_steps > 0:
+        session.append(
+            v1.train.StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)
+        )
+    if save_summary_steps and save_summary_steps > 0:
+        session.append(
+            v1.train.SummarySaverHook(
+                save_steps=save_summary_steps,
+                output_dir=model_dir,
+                summary_op=v1.summary.merge_all(),
+            )
+        )
+    worker: list[Any] = [*hooks, v1.train.NanTensorHook(loss_tensor)]
+    if log_step_count_steps is not None:
+        worker.append(
+            v1.train.LoggingTensorHook(
+                {"loss": loss_tensor, "step": global_step}, every_n_iter=log_step_count_steps
+            )
+        )
+    return chief + session + worker
+
+
+def _add_loss_summary(tf: Any, graph: Any, loss_tensor: Any) -> None:
+    """Estimator's ``summary.scalar('loss', loss)``, with the tag ``loss`` exactly.
+
+    ``summary.scalar`` tags a summary with its op's name, and in HookCallback's graph ``loss``
+    names the loss tensor itself, so it would write ``loss_1``: the op is built with its tag.
+    """
+    summaries = graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+    if any(s.op.name in ("loss", "loss_summary") for s in summaries):
+        return  # Estimator, too, adds none when the model already has one
+    summary = tf.raw_ops.ScalarSummary(tags="loss", values=loss_tensor, name="loss_summary")
+    graph.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
+
+
+def _graph_parts(tf: Any, loss: str) -> tuple[Any, Any, Any]:
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            "estimator_hooks builds on HookCallback's graph: call it inside the hooks callable, "
+            "HookCallback(lambda: hookbridge.estimator_hooks(model_dir, ...)), not eagerly."
+        )
+    graph = tf.compat.v1.get_default_graph()
+    global_step = tf.compat.v1.train.get_global_step(graph)
+    if global_step is None:
+        raise RuntimeError(
+            "estimator_hooks: the default graph has no global step; call it inside the hooks "
+            "callable given to hookbridge.HookCallback (its graph has one)."
+        )
+    try:
+        loss_tensor = graph.get_tensor_by_name(loss if ":" in loss else f"{loss}:0")
+    except (KeyError, ValueError) as e:
+        raise ValueError(
+            f"estimator_hooks: the graph has no tensor {loss!r}; HookCallback names the batch "
+            "loss 'loss' (pass loss= the name of another log key)."
+        ) from e
+    return graph, global_step, loss_tensor

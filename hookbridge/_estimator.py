@@ -6,7 +6,8 @@ adds to the caller's hooks a ``loss`` scalar summary, ``NanTensorHook(loss)`` an
 a ``Saver(sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True)`` and, on the
 chief, ``CheckpointSaverHook(model_dir, save_secs/save_steps)``; its ``MonitoredTrainingSession``
 then puts first ``StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)`` and
-``SummarySaverHook(save_steps=save_summary_steps, output_dir=model_dir)``. The hook order is
+``SummarySaverHook(save_steps=save_summary_steps, output_dir=model_dir)``, and its Saver takes over
+the checkpoints already listed in ``model_dir`` (``recover_last_checkpoints``). The hook order is
 ``MonitoredTrainingSession``'s: chief-only hooks, StepCounter, SummarySaver, the caller's hooks,
 NanTensor, LoggingTensor.
 """
@@ -85,6 +86,7 @@ def estimator_hooks(
             save_relative_paths=True,
         )
         graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
+    _recover_last_checkpoints(tf, graph.get_collection(v1.GraphKeys.SAVERS), model_dir)
     if save_checkpoints_steps is None and save_checkpoints_secs is None:
         save_checkpoints_secs = _DEFAULT_SAVE_SECS
     chief: list[Any] = []
@@ -128,6 +130,15 @@ def _add_loss_summary(tf: Any, graph: Any, loss_tensor: Any) -> None:
         return  # Estimator, too, adds none when the model already has one
     summary = tf.raw_ops.ScalarSummary(tags="loss", values=loss_tensor, name="loss_summary")
     graph.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
+
+
+def _recover_last_checkpoints(tf: Any, savers: Sequence[Any], model_dir: str) -> None:
+    """As ``MonitoredTrainingSession(checkpoint_dir=model_dir)`` on restoring: the Saver takes
+    over the checkpoints listed in ``model_dir``, so ``max_to_keep`` deletes the oldest of them."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    if state is None or len(savers) != 1:
+        return
+    savers[0].recover_last_checkpoints(list(state.all_model_checkpoint_paths))
 
 
 def _graph_parts(tf: Any, loss: str) -> tuple[Any, Any, Any]:

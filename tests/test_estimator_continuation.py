@@ -153,4 +153,8 @@ def test_same_event_tags_steps_and_losses(runs):
 
 def test_same_checkpoint_names(runs):
     assert checkpoints(runs["bridged"]) == checkpoints(runs["native"])
-    assert checkpoints(runs["native"])[-1] == "model.ckpt-16"
+    assert checkpoints(runs["native"]) == ["model.ckpt-8", "model.ckpt-12", "model.ckpt-16"]
+    # keep_checkpoint_max=3 deletes the Estimator's older files too, as the Estimator does.
+    for which in ("native", "bridged"):
+        on_disk = sorted(p.name for p in runs[which].glob("model.ckpt-*.index"))
+        assert on_disk == ["model.ckpt-12.index", "model.ckpt-16.index", "model.ckpt-8.index"]

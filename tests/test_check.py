@@ -1,6 +1,6 @@
 """``hookbridge check MODULE:ATTR``: the real CLI in a subprocess, and its exit statuses.
 
-The fixture module (``tests/check_fixtures/team_hooks.py``) holds a conforming hook, a hook that
+The fixture module (``tests/check_fixtures/check_targets.py``) holds a conforming hook, a hook that
 watches variables only the TF1 graph has, a callback, and bad targets. The native and bridged
 traces the command compares are the conformance kit's own (``hook_traces``/``callback_traces``);
 the JSON test checks the command reports exactly those.
@@ -58,19 +58,19 @@ def _in_process(*args: str) -> tuple[int, str, str]:
 
 
 def test_conforming_hook_subprocess():
-    proc = _cli("team_hooks:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2")
+    proc = _cli("check_targets:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     first = proc.stdout.splitlines()[0]
-    assert first == "team_hooks:make_loss_every_2 (hook, 4 steps, 2 per epoch): conforms"
+    assert first == "check_targets:make_loss_every_2 (hook, 4 steps, 2 per epoch): conforms"
     # begin + (before_run, after_run) x 4 + the runner's outcome, in both worlds.
     assert "gave the same 10 events" in proc.stdout
 
 
 def test_non_conforming_hook_shows_the_diff_subprocess():
-    proc = _cli("team_hooks:DenseWatcher")
+    proc = _cli("check_targets:DenseWatcher")
     assert proc.returncode == 1, proc.stderr[-3000:]
     out = proc.stdout
-    assert "team_hooks:DenseWatcher (hook, 6 steps, 3 per epoch): does NOT conform" in out
+    assert "check_targets:DenseWatcher (hook, 6 steps, 3 per epoch): does NOT conform" in out
     assert "first difference at event 1" in out
     # Side by side: natively two float tensors (dense/kernel, dense/bias), bridged none.
     marked = next(line for line in out.splitlines() if line.lstrip().startswith(">>"))
@@ -82,7 +82,7 @@ def test_non_conforming_hook_shows_the_diff_subprocess():
 
 
 def test_callback_json_subprocess():
-    proc = _cli("team_hooks:make_early_stopping", "--callback", "--format", "json")
+    proc = _cli("check_targets:make_early_stopping", "--callback", "--format", "json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     payload = json.loads(proc.stdout)
     assert payload["direction"] == "callback" and payload["conforms"] is True
@@ -93,12 +93,12 @@ def test_callback_json_subprocess():
 
 
 def test_json_reports_the_kits_traces():
-    status, out, _ = _in_process("team_hooks:DenseWatcher", "--format", "json", "--steps", "3")
+    status, out, _ = _in_process("check_targets:DenseWatcher", "--format", "json", "--steps", "3")
     assert status == 1
     payload = json.loads(out)
-    import team_hooks
+    import check_targets
 
-    kit = conform.hook_traces(team_hooks.DenseWatcher, steps=3, steps_per_epoch=3)
+    kit = conform.hook_traces(check_targets.DenseWatcher, steps=3, steps_per_epoch=3)
     assert not kit.conforms
     assert payload["native"] == json.loads(json.dumps(kit.native))
     assert payload["bridged"] == json.loads(json.dumps(kit.bridged))
@@ -109,7 +109,7 @@ def test_json_reports_the_kits_traces():
 
 
 def test_a_list_of_hooks_that_stops():
-    status, out, _ = _in_process("team_hooks:make_two", "--format", "json")
+    status, out, _ = _in_process("check_targets:make_two", "--format", "json")
     assert status == 0
     payload = json.loads(out)
     # StopAtStepHook(last_step=4) stops both worlds after 4 steps of the 6 asked for.
@@ -124,20 +124,23 @@ def test_a_list_of_hooks_that_stops():
     ("args", "message"),
     [
         (("nosuchmodule:x",), "module not found: 'nosuchmodule'"),
-        (("team_hooks:nope",), "module 'team_hooks' has no attribute 'nope'"),
-        (("team_hooks",), "expected MODULE:ATTR"),
-        (("team_hooks:NOT_CALLABLE",), "team_hooks:NOT_CALLABLE is not callable (it is a int)"),
-        (("team_hooks:A_HOOK_INSTANCE",), "is a LossEveryN instance, not a factory"),
+        (("check_targets:nope",), "module 'check_targets' has no attribute 'nope'"),
+        (("check_targets",), "expected MODULE:ATTR"),
         (
-            ("team_hooks:make_early_stopping",),
+            ("check_targets:NOT_CALLABLE",),
+            "check_targets:NOT_CALLABLE is not callable (it is a int)",
+        ),
+        (("check_targets:A_HOOK_INSTANCE",), "is a LossEveryN instance, not a factory"),
+        (
+            ("check_targets:make_early_stopping",),
             "returned EarlyStopping, not a SessionRunHook: add --callback",
         ),
         (
-            ("team_hooks:make_loss_every_2", "--callback"),
+            ("check_targets:make_loss_every_2", "--callback"),
             "returned LossEveryN, not a Keras callback: drop --callback",
         ),
-        (("team_hooks:broken_factory",), "raised RuntimeError: the factory itself is broken"),
-        (("team_hooks:make_two", "--steps", "5"), "--steps 5 must be a positive multiple"),
+        (("check_targets:broken_factory",), "raised RuntimeError: the factory itself is broken"),
+        (("check_targets:make_two", "--steps", "5"), "--steps 5 must be a positive multiple"),
         (("missing/dir/hooks.py:make",), "module file not found"),
     ],
 )
@@ -149,17 +152,19 @@ def test_bad_input_exits_2(args, message):
 
 
 def test_bad_input_subprocess_and_json():
-    proc = _cli("team_hooks:nope", "--format", "json")
+    proc = _cli("check_targets:nope", "--format", "json")
     assert proc.returncode == 2
-    assert "hookbridge check: error: module 'team_hooks' has no attribute 'nope'" in proc.stderr
+    assert "hookbridge check: error: module 'check_targets' has no attribute 'nope'" in proc.stderr
     assert json.loads(proc.stdout) == {
-        "target": "team_hooks:nope",
-        "error": "module 'team_hooks' has no attribute 'nope'.",
+        "target": "check_targets:nope",
+        "error": "module 'check_targets' has no attribute 'nope'.",
     }
 
 
 def test_a_file_path_target():
-    status, out, _ = _in_process(f"{FIXTURES / 'team_hooks.py'}:make_loss_every_2", "--steps", "3")
+    status, out, _ = _in_process(
+        f"{FIXTURES / 'check_targets.py'}:make_loss_every_2", "--steps", "3"
+    )
     assert status == 0
     assert out.splitlines()[0].endswith("(hook, 3 steps, 3 per epoch): conforms")
 

@@ -15,7 +15,7 @@ NanTensor, LoggingTensor.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: ``tf.estimator.RunConfig``'s defaults.
@@ -34,6 +34,8 @@ def estimator_hooks(
     keep_checkpoint_max: int = 5,
     keep_checkpoint_every_n_hours: float = _DEFAULT_KEEP_HOURS,
     loss: str = "loss",
+    model: Any = None,
+    assignment_map: str | Mapping[str, Any] = "auto",
 ) -> list[Any]:
     """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
 
@@ -58,6 +60,13 @@ def estimator_hooks(
         keep_checkpoint_every_n_hours: ``RunConfig.keep_checkpoint_every_n_hours``.
         loss: name of the loss tensor in the graph (``HookCallback`` names the batch loss
             ``loss``).
+        model: the Keras model being trained. When given and ``model_dir`` holds a checkpoint,
+            new checkpoints keep that checkpoint's variable names (``dnn/logits/kernel``,
+            ``global_step``), mapped by ``assignment_map`` as ``restore_checkpoint`` maps them:
+            the Estimator can restore what the Keras job wrote (a switch back), and tools reading
+            the names keep working. Without it, checkpoints use HookCallback's names
+            (``model/000/kernel``). Optimizer slots are not written either way.
+        assignment_map: with ``model``: ``"auto"`` or ``{checkpoint name: Keras weight}``.
 
     Returns:
         The hooks in ``MonitoredTrainingSession``'s order.
@@ -78,11 +87,13 @@ def estimator_hooks(
     model_dir = os.fspath(model_dir)
     _add_loss_summary(tf, graph, loss_tensor)
     if not graph.get_collection(v1.GraphKeys.SAVERS):
+        var_list = _checkpoint_names(tf, graph, global_step, model, model_dir, assignment_map)
         saver = v1.train.Saver(
+            var_list=var_list,
             sharded=True,
             max_to_keep=keep_checkpoint_max,
             keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
-            defer_build=True,
+            defer_build=var_list is None,  # a var_list Saver is built at once (TF's rule)
             save_relative_paths=True,
         )
         graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
@@ -130,6 +141,40 @@ def _add_loss_summary(tf: Any, graph: Any, loss_tensor: Any) -> None:
         return  # Estimator, too, adds none when the model already has one
     summary = tf.raw_ops.ScalarSummary(tags="loss", values=loss_tensor, name="loss_summary")
     graph.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
+
+
+def _checkpoint_names(
+    tf: Any,
+    graph: Any,
+    global_step: Any,
+    model: Any,
+    model_dir: str,
+    assignment_map: str | Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``)."""
+    prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
+    if prefix is None:
+        return None
+    from hookbridge import _assignment
+    from hookbridge._hook_callback.graph import WEIGHTS_SCOPE
+
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    plan = _assignment.plan(model, prefix, shapes, assignment_map)
+    if plan.unassigned:
+        raise ValueError(
+            "estimator_hooks: cannot keep the names of "
+            f"{prefix!r}: no checkpoint variable for Keras weight(s) "
+            f"{', '.join(plan.labels[i] for i in plan.unassigned)}; pass assignment_map= "
+            "(as restore_checkpoint takes it), or no model to write HookCallback's names."
+        )
+    mirrors = {
+        int(v.op.name.split("/")[1]): v
+        for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+        if v.op.name.startswith(f"{WEIGHTS_SCOPE}/")
+    }
+    var_list = {name: mirrors[i] for name, i in plan.pairs}
+    var_list[_assignment.GLOBAL_STEP] = global_step
+    return var_list
 
 
 def _recover_last_checkpoints(tf: Any, savers: Sequence[Any], model_dir: str) -> None:

@@ -103,7 +103,7 @@ def runs(tmp_path_factory):
     keras_at_switch = model.predict(X, verbose=0)
     callback = hookbridge.HookCallback(
         lambda: hookbridge.estimator_hooks(
-            bridged, hooks=[v1.train.StopAtStepHook(last_step=16)], **CONFIG
+            bridged, hooks=[v1.train.StopAtStepHook(last_step=16)], model=model, **CONFIG
         )
     )
     steps_per_epoch = len(X) // BATCH
@@ -117,14 +117,20 @@ def runs(tmp_path_factory):
         verbose=0,
         callbacks=[callback],
     )
+    keras_final = model.predict(X, verbose=0)
+    # Switching back: the Estimator restores what Keras wrote (model_fn's names), both go on.
+    estimator(native).train(input_fn, max_steps=20)
+    estimator(bridged).train(input_fn, max_steps=20)
+    back = {"native": predict(estimator(native)), "bridged": predict(estimator(bridged))}
     return {
+        "back": back,
         "native": native,
         "bridged": bridged,
         "step": step,
         "at_switch": at_switch,
         "keras_at_switch": keras_at_switch,
         "native_final": native_final,
-        "keras_final": model.predict(X, verbose=0),
+        "keras_final": keras_final,
         "iterations": int(model.optimizer.iterations.numpy()),
     }
 
@@ -139,11 +145,25 @@ def test_keras_continues_as_the_estimator_would(runs):
     np.testing.assert_allclose(runs["keras_final"], runs["native_final"], rtol=1e-4, atol=1e-5)
 
 
+def test_the_estimator_continues_from_the_keras_checkpoints(runs):
+    names = tf.train.load_checkpoint(str(runs["bridged"] / "model.ckpt-16"))
+    assert sorted(names.get_variable_to_shape_map()) == [
+        "dnn/hiddenlayer_0/bias",
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/logits/bias",
+        "dnn/logits/kernel",
+        "global_step",
+    ]
+    np.testing.assert_allclose(
+        runs["back"]["bridged"], runs["back"]["native"], rtol=1e-4, atol=1e-5
+    )
+
+
 def test_same_event_tags_steps_and_losses(runs):
     native, bridged = scalars(runs["native"]), scalars(runs["bridged"])
     assert set(native) == set(bridged) == {"loss", "global_step/sec"}
     assert [s for s, _ in bridged["loss"]] == [s for s, _ in native["loss"]]
-    assert [s for s, _ in native["loss"]] == [1, 3, 5, 7, 9, 11, 13, 15]
+    assert [s for s, _ in native["loss"]] == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]  # 17, 19: back
     # The same batch losses: the curve continues across the switch.
     np.testing.assert_allclose(
         [v for _, v in bridged["loss"]], [v for _, v in native["loss"]], rtol=1e-4
@@ -153,8 +173,8 @@ def test_same_event_tags_steps_and_losses(runs):
 
 def test_same_checkpoint_names(runs):
     assert checkpoints(runs["bridged"]) == checkpoints(runs["native"])
-    assert checkpoints(runs["native"]) == ["model.ckpt-8", "model.ckpt-12", "model.ckpt-16"]
+    assert checkpoints(runs["native"]) == ["model.ckpt-12", "model.ckpt-16", "model.ckpt-20"]
     # keep_checkpoint_max=3 deletes the Estimator's older files too, as the Estimator does.
     for which in ("native", "bridged"):
         on_disk = sorted(p.name for p in runs[which].glob("model.ckpt-*.index"))
-        assert on_disk == ["model.ckpt-12.index", "model.ckpt-16.index", "model.ckpt-8.index"]
+        assert on_disk == ["model.ckpt-12.index", "model.ckpt-16.index", "model.ckpt-20.index"]

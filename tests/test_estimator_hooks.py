@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -109,3 +110,62 @@ def test_same_files_natively_and_under_hookcallback(tmp_path):
     assert _scalars(bridged) == expected
     assert _checkpoints(native) == ["model.ckpt-6", "model.ckpt-8"]
     assert _checkpoints(bridged) == _checkpoints(native)
+
+
+def _tf1_model_dir(model_dir):
+    """A TF1 checkpoint of a 2-1 dense layer (``dense/kernel``, ``dense/bias``) at step 5."""
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        v1.get_variable("dense/kernel", [2, 1], initializer=v1.constant_initializer(0.5))
+        v1.get_variable("dense/bias", [1], initializer=v1.constant_initializer(0.25))
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(step.assign(5))
+            v1.train.Saver().save(sess, os.path.join(model_dir, "model.ckpt"), global_step=5)
+
+
+def _model():
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def test_with_model_the_checkpoints_keep_the_tf1_names(tmp_path):
+    _tf1_model_dir(str(tmp_path))
+    model = _model()
+    assert hookbridge.restore_checkpoint(model, tmp_path, "auto") == 5
+    x, y = np.ones((4, 2), "float32"), np.zeros((4, 1), "float32")
+    callback = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(
+            str(tmp_path), model=model, save_checkpoints_steps=2, log_step_count_steps=None
+        )
+    )
+    model.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[callback])
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert sorted(reader.get_variable_to_shape_map()) == [
+        "dense/bias",
+        "dense/kernel",
+        "global_step",
+    ]
+    assert int(reader.get_tensor("global_step")) == 9
+    kernel, bias = model.get_weights()
+    np.testing.assert_allclose(reader.get_tensor("dense/kernel"), kernel)
+    np.testing.assert_allclose(reader.get_tensor("dense/bias"), bias)
+    assert not np.allclose(kernel, 0.5)  # trained: the saved values are the new weights
+
+
+def test_with_model_an_unmatched_weight_is_an_error(tmp_path):
+    _tf1_model_dir(str(tmp_path))
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    callback = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(str(tmp_path), model=model)
+    )
+    with pytest.raises(ValueError, match="cannot keep the names of .* no checkpoint variable for"):
+        model.fit(
+            np.zeros((2, 3), "float32"),
+            np.zeros((2, 1), "float32"),
+            verbose=0,
+            callbacks=[callback],
+        )

@@ -125,6 +125,15 @@ def test_the_whole_migration_in_one_model_dir(tmp_path):
         "model.ckpt-80.index",
     ]
     assert {p.name for p in out.iterdir()} == {"model_dir", "epochs.csv", "loss_history.csv"}
+    # Written by Keras, named as the Estimator named them: the Estimator could take over again.
+    reader = tf.train.load_checkpoint(str(out / "model_dir"))
+    assert sorted(reader.get_variable_to_shape_map()) == [
+        "dnn/hiddenlayer_0/bias",
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/logits/bias",
+        "dnn/logits/kernel",
+        "global_step",
+    ]
 
 
 def test_keras_stages_from_an_empty_model_dir(tmp_path):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 
-import tensorflow as tf
-
 import project
+import tensorflow as tf
 from team_hooks import LossHistoryHook
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
+import project
 import tensorflow as tf
+from team_hooks import LossHistoryHook
 
 import hookbridge
-import project
-from team_hooks import LossHistoryHook
 
 if __name__ == "__main__":
     out = project.out_dir("migration_demo")

@@ -3,7 +3,8 @@
 Restores OUT/model_dir's latest checkpoint into the Keras model (an Estimator's, by layer order
 and shapes; or one this script wrote, on a restart) with its global step, then trains to global
 step 60 with the hooks Estimator.train added unasked (hookbridge.estimator_hooks: the same
-checkpoints, `loss` curve, step counter and log lines in model_dir) and the team's hook under
+checkpoints, with the Estimator's variable names, `loss` curve, step counter and log lines in
+model_dir) and the team's hook under
 hookbridge.HookCallback, and the Keras callbacks of stage 1, natively. Runs on every stack; with
 no checkpoint in OUT/model_dir it starts from step 0.
 
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import os
 
+import project
 import tensorflow as tf
+from team_hooks import LossHistoryHook
 
 import hookbridge
-import project
-from team_hooks import LossHistoryHook
 
 LAST_STEP = 60
 
@@ -36,7 +37,10 @@ if __name__ == "__main__":
     def hooks():  # called on HookCallback's graph, as model_fn was on the Estimator's
         history = LossHistoryHook(os.path.join(out, "loss_history.csv"), loss="loss:0")
         stop = tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)  # Estimator's max_steps
-        return hookbridge.estimator_hooks(model_dir, hooks=[history, stop], **project.RUN_CONFIG)
+        # model=: new checkpoints keep the Estimator's variable names (it can restore them).
+        return hookbridge.estimator_hooks(
+            model_dir, hooks=[history, stop], model=model, **project.RUN_CONFIG
+        )
 
     x, y = project.data()
     model.fit(

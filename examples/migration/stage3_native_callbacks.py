@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 
+import project
 import tensorflow as tf
+from team_hooks import LossHistory, LossHistoryHook
 
 import hookbridge
-import project
-from team_hooks import LossHistory, LossHistoryHook
 
 LAST_STEP = 80
 
@@ -72,7 +72,10 @@ def main() -> None:
         callbacks=[
             hookbridge.HookCallback(
                 lambda: hookbridge.estimator_hooks(
-                    model_dir, hooks=[make(out) for make in kept], **project.RUN_CONFIG
+                    model_dir,
+                    hooks=[make(out) for make in kept],
+                    model=model,
+                    **project.RUN_CONFIG,
                 )
             ),
             *callbacks,

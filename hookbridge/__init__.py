@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 from hookbridge import hooks
+from hookbridge._assignment import propose_assignment
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
 from hookbridge._callback_hook.hook import CallbackHook
 from hookbridge._callback_hook.weights import load_weights, read_weights
 from hookbridge._estimator import estimator_hooks
 from hookbridge._hook_callback.callback import HookCallback
-from hookbridge._hook_callback.checkpoint import propose_assignment, restore_checkpoint
+from hookbridge._hook_callback.checkpoint import restore_checkpoint
 
 __all__ = [
     "CallbackHook",

@@ -19,6 +19,7 @@ before trusting it; explicit entries override it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -366,3 +367,31 @@ def restore_mapped(
     for name, i in the_plan.pairs:
         values[i] = reader.get_tensor(name)
     return values, step
+
+
+def propose_assignment(model: Any, path: str | os.PathLike) -> dict[str, str]:
+    """The assignment ``restore_checkpoint(..., assignment_map="auto")`` would use.
+
+    Matches the checkpoint's layers (in natural name order) to the model's layers (in
+    ``model.weights`` order) by their variables' shapes; optimizer slots and ``global_step``
+    are left out. Edit the result and pass it back as ``assignment_map``.
+
+    Args:
+        model: a built Keras model.
+        path: a checkpoint prefix or a directory (its latest checkpoint).
+
+    Returns:
+        ``{checkpoint name: Keras weight label}`` for every weight it could match.
+
+    Raises:
+        FileNotFoundError: ``path`` holds no checkpoint.
+    """
+    import tensorflow as tf
+
+    path = os.fspath(path)
+    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    if not prefix:
+        raise FileNotFoundError(f"propose_assignment: no checkpoint found in {path!r}.")
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    proposal = plan(model, prefix, shapes, "auto")
+    return {name: proposal.labels[i] for name, i in proposal.pairs}

@@ -81,12 +81,20 @@ def _last_line(e: BaseException) -> str:
 
 
 def resolve(target: str) -> Callable[[], Any]:
-    """The factory ``MODULE:ATTR`` names (``ATTR`` may be dotted: ``Class.factory``)."""
-    module, sep, attr = target.rpartition(":")
+    """The factory ``MODULE:ATTR`` names (``ATTR`` may be dotted: ``Class.factory``).
+
+    ``MODULE:CALL`` with a call expression (``hooks:LossHook("loss:0", threshold=0.5)``) is
+    evaluated in the module's namespace on every call: a factory for hooks that take arguments.
+    """
+    call = target.find("(")
+    head = target if call < 0 else target[:call]
+    module, sep, attr = head.rpartition(":")
     if not sep or not module or not attr:
         raise CheckInputError(
             f"expected MODULE:ATTR (e.g. my_project.hooks:make_loss_hook), received {target!r}."
         )
+    if call >= 0:
+        return _expression_factory(module, attr + target[call:])
     obj: Any = _import_module(module)
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -104,6 +112,16 @@ def resolve(target: str) -> Callable[[], Any]:
             "zero-argument function returning a new hook (callback) on every call."
         )
     return obj
+
+
+def _expression_factory(module: str, expression: str) -> Callable[[], Any]:
+    try:
+        code = compile(expression, f"<hookbridge check {expression}>", "eval")
+    except SyntaxError as e:
+        raise CheckInputError(f"{expression!r} is not a Python call expression: {e.msg}.") from e
+    namespace = vars(_import_module(module))
+    # The user's own expression, evaluated as `python -c` would: once per world.
+    return lambda: eval(code, namespace)
 
 
 def _is_instance_to_check(obj: Any) -> bool:
@@ -133,7 +151,7 @@ class _GuardedFactory:
             made = self.factory()
         except Exception as e:
             if self.calls == 1:  # natively: the factory itself is broken
-                self.problem = f"{self.target}() raised {_last_line(e)}"
+                self.problem = f"the factory {self.target} raised {_last_line(e)}"
             raise
         for item in made if isinstance(made, (list, tuple)) else [made]:
             self._check_kind(item)
@@ -156,7 +174,7 @@ class _GuardedFactory:
             )
         else:
             return
-        self.problem = f"{self.target}() returned {type(item).__name__}, not {want}: {hint}."
+        self.problem = f"{self.target} returned {type(item).__name__}, not {want}: {hint}."
         raise CheckInputError(self.problem)
 
 

@@ -49,7 +49,12 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "prints 'conforms' or both call traces side by side. Exit status: 0 conforms, 1 does "
         "not, 2 bad input. Imports only MODULE.",
     )
-    check.add_argument("target", metavar="MODULE:ATTR", help="e.g. my_project.hooks:make_hook")
+    check.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        help="e.g. my_project.hooks:make_hook, hooks.py:LossHook, or a call: "
+        "'my_project.hooks:LossHook(\"loss:0\", threshold=0.5)'",
+    )
     check.add_argument("--steps", type=int, default=6, metavar="N", help="steps (default: 6)")
     check.add_argument("--steps-per-epoch", type=int, default=3, metavar="N", help="(default: 3)")
     check.add_argument(

@@ -163,6 +163,39 @@ def test_bad_input_subprocess_and_json():
     }
 
 
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.mark.parametrize(
+    ("target", "callback"),
+    [
+        ("loss_hook.py:LossHook('loss:0', threshold=0.5)", False),
+        ("examples_per_second.py:ExamplesPerSecondHook(1, every_n_steps=2)", False),
+        ("history_saver.py:HistorySaverCustomHook(2)", False),
+        ("conformance_kit.py:LossThresholdHook(1.5)", False),
+        ("conformance_kit.py:EpochCounter(1)", True),
+    ],
+)
+def test_check_on_every_examples_hooks(target, callback):
+    # Every hook and callback class of examples/ conforms (examples/migration: test_migration).
+    args = [f"{EXAMPLES}/{target}"] + (["--callback"] if callback else [])
+    status, out, err = _in_process(*args)
+    assert status == 0, out + err
+    assert out.splitlines()[0].endswith(": conforms")
+
+
+def test_a_call_expression_is_built_per_world():
+    status, out, _ = _in_process("check_targets:LossEveryN(n=3)", "--format", "json")
+    assert status == 0
+    payload = json.loads(out)
+    assert payload["target"] == "check_targets:LossEveryN(n=3)"
+    assert payload["native"][0] == ["LossEveryN[0]", "begin"]
+    status, _, err = _in_process("check_targets:LossEveryN(n=")
+    assert status == 2 and "is not a Python call expression" in err
+    status, _, err = _in_process("check_targets:LossEveryN(nope=1)")
+    assert status == 2 and "raised TypeError" in err
+
+
 def test_a_file_path_target():
     status, out, _ = _in_process(
         f"{FIXTURES / 'check_targets.py'}:make_loss_every_2", "--steps", "3"

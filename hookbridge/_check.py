@@ -217,10 +217,10 @@ def run_check(request: CheckRequest) -> CheckResult:
         traces = run(factory, steps=request.steps, steps_per_epoch=spe)
     except CheckInputError:
         raise
-    except Exception as e:
-        if factory.problem:
-            raise CheckInputError(factory.problem) from e
-        raise
+    except Exception as e:  # reported as one line, never a traceback
+        raise CheckInputError(
+            factory.problem or f"the check could not run {request.target}: {_last_line(e)}"
+        ) from e
     if factory.problem:
         raise CheckInputError(factory.problem)
     bridge = "CallbackHook" if request.callback else "HookCallback"

@@ -144,6 +144,11 @@ def test_a_list_of_hooks_that_stops():
         (("check_targets:broken_factory",), "raised RuntimeError: the factory itself is broken"),
         (("check_targets:make_two", "--steps", "5"), "--steps 5 must be a positive multiple"),
         (("missing/dir/hooks.py:make",), "module file not found"),
+        (
+            ("check_targets:callback_failing_the_second_time", "--callback"),
+            "the check could not run check_targets:callback_failing_the_second_time: "
+            "RuntimeError: second call",
+        ),
     ],
 )
 def test_bad_input_exits_2(args, message):

@@ -56,3 +56,14 @@ def broken_factory():
 
 A_HOOK_INSTANCE = LossEveryN(3)
 NOT_CALLABLE = 42
+
+
+_CALLS = []
+
+
+def callback_failing_the_second_time():
+    """Builds natively, raises when the bridged world asks for its own instance."""
+    _CALLS.append(1)
+    if len(_CALLS) % 2 == 0:
+        raise RuntimeError("second call")
+    return tf.keras.callbacks.History()

@@ -1,7 +1,9 @@
 """hookbridge: move TF1 training code to Keras in stages, keeping its hooks and callbacks.
 
 * :class:`HookCallback` runs TF1 ``SessionRunHook``s inside Keras ``fit``/``evaluate``/``predict``;
-  :func:`restore_checkpoint` loads a checkpoint written under it back into a Keras model.
+  :func:`restore_checkpoint` loads a checkpoint written under it (or, with an assignment map, by a
+  TF1 graph or an Estimator: :func:`propose_assignment`) back into a Keras model, and
+  :func:`estimator_hooks` gives ``fit`` the hooks ``Estimator.train`` added unasked.
 * :class:`CallbackHook` runs Keras callbacks inside ``MonitoredSession`` / ``Estimator``;
   :func:`load_weights` / :func:`read_weights` read what its ``ModelCheckpoint`` saved.
 * :mod:`hookbridge.hooks`: the R tfestimators ``hook_history_saver`` / ``hook_progress_bar``.
@@ -19,9 +21,11 @@ from hookbridge._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge import hooks
+    from hookbridge._assignment import propose_assignment
     from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._callback_hook.weights import load_weights, read_weights
+    from hookbridge._estimator import estimator_hooks
     from hookbridge._hook_callback.callback import HookCallback
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
 
@@ -29,8 +33,10 @@ _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",
     "HookCallback": "hookbridge._hook_callback.callback",
     "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
+    "estimator_hooks": "hookbridge._estimator",
     "hooks": "hookbridge.hooks",
     "load_weights": "hookbridge._callback_hook.weights",
+    "propose_assignment": "hookbridge._assignment",
     "read_weights": "hookbridge._callback_hook.weights",
     "restore_checkpoint": "hookbridge._hook_callback.checkpoint",
 }
@@ -40,8 +46,10 @@ __all__ = [
     "CallbackHook",
     "HookCallback",
     "UnsupportedModelAttributeError",
+    "estimator_hooks",
     "hooks",
     "load_weights",
+    "propose_assignment",
     "read_weights",
     "restore_checkpoint",
 ]

@@ -1,8 +1,9 @@
 """The ``hookbridge`` command line: ``hookbridge demo [--out DIR] [--steps N]``,
-``hookbridge scan PATH [--format table|json|markdown]``.
+``hookbridge scan PATH [--format table|json|markdown]``,
+``hookbridge check MODULE:ATTR [--callback] [--steps N] [--steps-per-epoch N] [--format json]``.
 
 Each subcommand imports its implementation only when it runs: ``--help`` and ``scan`` load no
-TensorFlow (``demo`` imports it when it starts training).
+TensorFlow (``demo`` and ``check`` import it when they start).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         help="training steps; StopAtStepHook stops fit there (default: 40)",
     )
     _add_scan(sub)
+    _add_check(sub)
     return parser
 
 
@@ -78,6 +80,41 @@ def _run_scan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     sys.stdout.write(render(result, args.fmt))
     return result.exit_code()
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    check = sub.add_parser(
+        "check",
+        help="run the conformance kit on your hook (or callback) factory: native vs bridged",
+        description="Runs MODULE:ATTR (a class or zero-argument function returning a "
+        "SessionRunHook, or with --callback a Keras callback) natively and under the bridge, and "
+        "prints 'conforms' or both call traces side by side. Exit status: 0 conforms, 1 does "
+        "not, 2 bad input. Imports only MODULE.",
+    )
+    check.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        help="e.g. my_project.hooks:make_hook, hooks.py:LossHook, or a call: "
+        "'my_project.hooks:LossHook(\"loss:0\", threshold=0.5)'",
+    )
+    check.add_argument("--steps", type=int, default=6, metavar="N", help="steps (default: 6)")
+    check.add_argument("--steps-per-epoch", type=int, default=3, metavar="N", help="(default: 3)")
+    check.add_argument(
+        "--callback",
+        action="store_true",
+        help="ATTR makes a Keras callback: compare fit with CallbackHook in MonitoredSession",
+    )
+    check.add_argument("--format", choices=("text", "json"), default="text", dest="fmt")
+    check.set_defaults(handler=_run_check)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from hookbridge import _check
+
+    request = _check.CheckRequest(
+        args.target, args.steps, args.steps_per_epoch, args.callback, args.fmt
+    )
+    return _check.main(request)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ import hookbridge
 
 def test_exported_names():
     assert {"HookCallback", "restore_checkpoint"} <= set(hookbridge.__all__)
+    assert {"propose_assignment", "estimator_hooks"} <= set(hookbridge.__all__)
     for name in hookbridge.__all__:
         assert getattr(hookbridge, name) is not None, name
 

@@ -1,38 +1,73 @@
-"""Loading a CheckpointSaverHook checkpoint written under HookCallback back into a Keras model."""
+"""Loading a CheckpointSaverHook checkpoint written under HookCallback back into a Keras model
+(or, with an assignment map, a TF1 / Estimator checkpoint: see ``hookbridge/_assignment.py``)."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import numpy as np
 import tensorflow as tf
 
-from hookbridge import _tfcompat
+from hookbridge import _assignment, _tfcompat
 from hookbridge._hook_callback.graph import mirror_name
 
 
-def restore_checkpoint(model: Any, path: str | os.PathLike) -> int:
-    """Restores a checkpoint written by ``CheckpointSaverHook`` under ``HookCallback``.
+def restore_checkpoint(
+    model: Any,
+    path: str | os.PathLike,
+    assignment_map: str | Mapping[str, Any] | None = None,
+    *,
+    dry_run: bool | TextIO = False,
+) -> int:
+    """Restores a checkpoint written by ``CheckpointSaverHook`` under ``HookCallback``, or by TF1.
 
     Sets the model's weights and ``model.optimizer.iterations`` (when the model has an optimizer)
     from the checkpoint, and returns its global step.
 
+    Without ``assignment_map`` the checkpoint must be one ``HookCallback`` wrote (its weights are
+    named ``model/000/kernel``, ...). A checkpoint written by a TF1 graph or an Estimator names
+    its variables after the ``model_fn``'s layers (``dense/kernel``, ``dnn/logits/bias``): say
+    which fills which Keras weight with ``assignment_map``, as ``init_from_checkpoint`` takes it:
+    ``"auto"`` proposes it by layer order and shapes (:func:`propose_assignment`; a checkpoint
+    HookCallback wrote for this architecture is recognized, so ``"auto"`` serves every restart of
+    a migrated job), a dict
+    ``{checkpoint name: Keras weight}`` gives entries explicitly (a Keras weight is its label
+    ``dense_3/kernel``, its path, its index in ``model.weights`` or the variable), and the entry
+    ``"*": "auto"`` has the rest proposed. ``global_step`` goes to ``optimizer.iterations``.
+
+    Not loaded: TF1 optimizer slots (``.../Adam``, ``beta1_power``, ...): the Keras optimizer
+    starts its own from zero, and a warning lists them.
+
     Args:
         model: a built Keras model of the same architecture as the one trained.
         path: a checkpoint prefix (``.../model.ckpt-100``) or a directory (its latest checkpoint).
+        assignment_map: ``None`` (a HookCallback checkpoint), ``"auto"``, or a dict.
+        dry_run: print the mapping (checkpoint name, shape -> Keras weight) and change nothing;
+            ``True`` prints to stdout, or pass a text stream. Needs ``assignment_map``.
 
     Returns:
         The checkpoint's global step.
 
     Raises:
         FileNotFoundError: ``path`` holds no checkpoint.
-        ValueError: the model is not built, or its weights do not match the checkpoint.
+        ValueError: the model is not built, or its weights do not match the checkpoint (the
+            message lists what the checkpoint holds).
 
     Example:
         >>> step = hookbridge.restore_checkpoint(model, "ckpts/")
         >>> model.fit(x, y, initial_epoch=...)   # resumes at `step`
+        >>> hookbridge.restore_checkpoint(model, estimator_dir, "auto", dry_run=True)
+        restore_checkpoint dry run: estimator_dir/model.ckpt-200
+          dense/kernel    [3, 16]      -> dense/kernel [3, 16]
+          ...
     """
+    if dry_run and assignment_map is None:
+        raise ValueError(
+            "restore_checkpoint: dry_run needs an assignment_map ('auto' or a dict): without one "
+            "the checkpoint's names are fixed (model/000/kernel, ...)."
+        )
     path = os.fspath(path)
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     if not prefix:
@@ -49,16 +84,28 @@ def restore_checkpoint(model: Any, path: str | os.PathLike) -> int:
             f"restore_checkpoint: {type(model).__name__} has no weights yet; build it first "
             "(call it on a batch or give it an Input) with the architecture that was trained."
         )
+    if assignment_map is not None:
+        mapped, step = _assignment.restore_mapped(
+            model, reader, prefix, assignment_map, dry_run=dry_run
+        )
+        if mapped is not None:
+            _set(model, mapped, step)
+        return step
     shapes = reader.get_variable_to_shape_map()
     values = []
     for i, w in enumerate(weights):
         name = mirror_name(i, w)
         if name not in shapes:
-            available = sorted(k for k in shapes if k.startswith("model/"))
             raise ValueError(
                 f"restore_checkpoint: the model's weight #{i} ({w.name}) has no entry {name!r} in "
-                f"{prefix!r}; the checkpoint holds {available}. Was it written under HookCallback "
-                "for a model of the same architecture?"
+                f"{prefix!r}; the checkpoint holds {_assignment.describe_checkpoint(shapes)}. "
+                + (
+                    "Was it written under HookCallback for a model of the same architecture?"
+                    if any(k.startswith("model/") for k in shapes)
+                    else "It was not written under HookCallback (a TF1 or Estimator checkpoint?): "
+                    "pass assignment_map='auto' to map its variables to the model's weights by "
+                    "layer order and shapes (with dry_run=True to print the mapping first)."
+                )
             )
         if tuple(shapes[name]) != tuple(w.shape):
             raise ValueError(
@@ -67,9 +114,13 @@ def restore_checkpoint(model: Any, path: str | os.PathLike) -> int:
             )
         values.append(reader.get_tensor(name))
     step = int(reader.get_tensor("global_step")) if "global_step" in shapes else 0
+    _set(model, values, step)
+    return step
+
+
+def _set(model: Any, values: list[Any], step: int) -> None:
     with _tfcompat.eager():
         model.set_weights(values)
         iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
         if iterations is not None:
             iterations.assign(np.asarray(step, dtype=np.asarray(iterations).dtype))
-    return step

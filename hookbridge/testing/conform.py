@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS, HOOK_EVENTS
-from hookbridge.testing._trace import Trace, format_diff, normalize
+from hookbridge.testing._trace import Trace, first_difference, format_diff, normalize
 from hookbridge.testing.runners import (
     SessionGraph,
     callback_hook,
@@ -33,10 +33,15 @@ _CALLBACK_METHODS = CALLBACK_TRAIN_EVENTS
 
 @dataclasses.dataclass
 class Conformance:
-    """The two traces of a conforming run (equal, so ``native == bridged``)."""
+    """The native and bridged traces of one scenario (equal when the code conforms)."""
 
     native: Trace
     bridged: Trace
+
+    @property
+    def conforms(self) -> bool:
+        """Whether the two traces are equal, event by event."""
+        return first_difference(self.native, self.bridged) is None
 
 
 def _describe_fetches(fetches: Any) -> Any:
@@ -206,6 +211,23 @@ def assert_hook_conforms(
         >>> assert_hook_conforms(
         ...     lambda: tf.compat.v1.train.StopAtStepHook(last_step=3), steps=5)
     """
+    traces = hook_traces(make_hook, steps=steps, steps_per_epoch=steps_per_epoch, losses=losses)
+    return _compare(traces.native, traces.bridged, "The hook", "HookCallback")
+
+
+def hook_traces(
+    make_hook: Callable[[], Any],
+    *,
+    steps: int,
+    steps_per_epoch: int | None = None,
+    losses: Sequence[float] | None = None,
+) -> Conformance:
+    """The two traces :func:`assert_hook_conforms` compares, without asserting (same arguments).
+
+    Raises:
+        TypeError: ``make_hook`` returned something that is not a ``SessionRunHook``.
+        ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs.
+    """
     run = _run_shape(steps, steps_per_epoch, losses)
     from hookbridge import HookCallback
 
@@ -221,7 +243,7 @@ def assert_hook_conforms(
         drive_fit([bridge], run, bridged)
     finally:
         bridge.close()
-    return _compare(native, bridged, "The hook", "HookCallback")
+    return Conformance(native, bridged)
 
 
 def assert_callback_conforms(
@@ -254,6 +276,29 @@ def assert_callback_conforms(
     Raises:
         AssertionError: at the first differing event, with both traces side by side.
     """
+    traces = callback_traces(
+        make_callback,
+        steps=steps,
+        steps_per_epoch=steps_per_epoch,
+        losses=losses,
+        **callback_hook_kwargs,
+    )
+    return _compare(traces.native, traces.bridged, "The callback", "CallbackHook")
+
+
+def callback_traces(
+    make_callback: Callable[[], Any],
+    *,
+    steps: int,
+    steps_per_epoch: int | None = None,
+    losses: Sequence[float] | None = None,
+    **callback_hook_kwargs: Any,
+) -> Conformance:
+    """The two traces :func:`assert_callback_conforms` compares, without asserting.
+
+    Raises:
+        ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs.
+    """
     run = _run_shape(steps, steps_per_epoch, losses)
 
     def callbacks(trace: Trace) -> list[Any]:
@@ -273,4 +318,4 @@ def assert_callback_conforms(
         return [callback_hook(made, run, **callback_hook_kwargs)]
 
     drive_session(hooks, run, bridged)
-    return _compare(native, bridged, "The callback", "CallbackHook")
+    return Conformance(native, bridged)

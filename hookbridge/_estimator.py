@@ -1,0 +1,209 @@
+"""``estimator_hooks``: the hooks ``Estimator.train`` adds without being asked, for Keras ``fit``.
+
+``Estimator.train`` (tensorflow_estimator 2.15, ``estimator.py`` ``_train_with_estimator_spec``)
+adds to the caller's hooks a ``loss`` scalar summary, ``NanTensorHook(loss)`` and
+``LoggingTensorHook({"loss": loss, "step": global_step}, every_n_iter=log_step_count_steps)``,
+a ``Saver(sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True)`` and, on the
+chief, ``CheckpointSaverHook(model_dir, save_secs/save_steps)``; its ``MonitoredTrainingSession``
+then puts first ``StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)`` and
+``SummarySaverHook(save_steps=save_summary_steps, output_dir=model_dir)``, and its Saver takes over
+the checkpoints already listed in ``model_dir`` (``recover_last_checkpoints``). The hook order is
+``MonitoredTrainingSession``'s: chief-only hooks, StepCounter, SummarySaver, the caller's hooks,
+NanTensor, LoggingTensor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: ``tf.estimator.RunConfig``'s defaults.
+_DEFAULT_SAVE_SECS = 600
+_DEFAULT_KEEP_HOURS = 10000
+
+
+def estimator_hooks(
+    model_dir: str | os.PathLike,
+    *,
+    hooks: Sequence[Any] = (),
+    save_checkpoints_steps: int | None = None,
+    save_checkpoints_secs: int | None = None,
+    save_summary_steps: int = 100,
+    log_step_count_steps: int | None = 100,
+    keep_checkpoint_max: int = 5,
+    keep_checkpoint_every_n_hours: float = _DEFAULT_KEEP_HOURS,
+    loss: str = "loss",
+    model: Any = None,
+    assignment_map: str | Mapping[str, Any] = "auto",
+) -> list[Any]:
+    """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
+
+    Call it inside the hooks callable you give ``HookCallback`` (it builds on that graph's
+    loss and global step, as ``Estimator`` built on ``model_fn``'s), with the ``RunConfig``
+    values of the Estimator job; ``hooks`` are your own hooks, placed where
+    ``Estimator.train(hooks=...)`` placed them. The result writes what the Estimator wrote into
+    ``model_dir``: checkpoints ``model.ckpt-<step>`` (keeping ``keep_checkpoint_max``), a ``loss``
+    scalar every ``save_summary_steps`` and ``global_step/sec`` every ``log_step_count_steps`` in
+    its event files, and logs ``loss = ..., step = ...`` through ``tf.compat.v1.logging`` (INFO).
+
+    Args:
+        model_dir: the Estimator's ``model_dir``.
+        hooks: your hooks (``Estimator.train``'s ``hooks=`` plus ``EstimatorSpec.training_hooks``).
+        save_checkpoints_steps: ``RunConfig.save_checkpoints_steps``.
+        save_checkpoints_secs: ``RunConfig.save_checkpoints_secs``; when neither is given, 600,
+            as ``RunConfig``. ``0`` for both: no CheckpointSaverHook.
+        save_summary_steps: ``RunConfig.save_summary_steps`` (``0``: no SummarySaverHook).
+        log_step_count_steps: ``RunConfig.log_step_count_steps`` (``None``: no StepCounterHook
+            and no LoggingTensorHook).
+        keep_checkpoint_max: ``RunConfig.keep_checkpoint_max``.
+        keep_checkpoint_every_n_hours: ``RunConfig.keep_checkpoint_every_n_hours``.
+        loss: name of the loss tensor in the graph (``HookCallback`` names the batch loss
+            ``loss``).
+        model: the Keras model being trained. When given and ``model_dir`` holds a checkpoint,
+            new checkpoints keep that checkpoint's variable names (``dnn/logits/kernel``,
+            ``global_step``), mapped by ``assignment_map`` as ``restore_checkpoint`` maps them:
+            the Estimator can restore what the Keras job wrote (a switch back), and tools reading
+            the names keep working. Without it, checkpoints use HookCallback's names
+            (``model/000/kernel``). Optimizer slots are not written either way.
+        assignment_map: with ``model``: ``"auto"`` or ``{checkpoint name: Keras weight}``.
+
+    Returns:
+        The hooks in ``MonitoredTrainingSession``'s order.
+
+    Raises:
+        RuntimeError: called outside a graph (eagerly) or in a graph without a global step.
+        ValueError: the graph has no tensor named ``loss``.
+
+    Example:
+        >>> model.fit(ds, epochs=..., callbacks=[hookbridge.HookCallback(
+        ...     lambda: hookbridge.estimator_hooks(model_dir, save_checkpoints_steps=100,
+        ...                                        hooks=[MyHook()]))])
+    """
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    graph, global_step, loss_tensor = _graph_parts(tf, loss)
+    model_dir = os.fspath(model_dir)
+    _add_loss_summary(tf, graph, loss_tensor)
+    if not graph.get_collection(v1.GraphKeys.SAVERS):
+        var_list = _checkpoint_names(tf, graph, global_step, model, model_dir, assignment_map)
+        saver = v1.train.Saver(
+            var_list=var_list,
+            sharded=True,
+            max_to_keep=keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
+            defer_build=var_list is None,  # a var_list Saver is built at once (TF's rule)
+            save_relative_paths=True,
+        )
+        graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
+    _recover_last_checkpoints(tf, graph.get_collection(v1.GraphKeys.SAVERS), model_dir)
+    if save_checkpoints_steps is None and save_checkpoints_secs is None:
+        save_checkpoints_secs = _DEFAULT_SAVE_SECS
+    chief: list[Any] = []
+    if save_checkpoints_secs or save_checkpoints_steps:
+        chief.append(
+            v1.train.CheckpointSaverHook(
+                model_dir, save_secs=save_checkpoints_secs, save_steps=save_checkpoints_steps
+            )
+        )
+    session: list[Any] = []
+    if log_step_count_steps and log_step_count_steps > 0:
+        session.append(
+            v1.train.StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)
+        )
+    if save_summary_steps and save_summary_steps > 0:
+        session.append(
+            v1.train.SummarySaverHook(
+                save_steps=save_summary_steps,
+                output_dir=model_dir,
+                summary_op=v1.summary.merge_all(),
+            )
+        )
+    worker: list[Any] = [*hooks, v1.train.NanTensorHook(loss_tensor)]
+    if log_step_count_steps is not None:
+        worker.append(
+            v1.train.LoggingTensorHook(
+                {"loss": loss_tensor, "step": global_step}, every_n_iter=log_step_count_steps
+            )
+        )
+    return chief + session + worker
+
+
+def _add_loss_summary(tf: Any, graph: Any, loss_tensor: Any) -> None:
+    """Estimator's ``summary.scalar('loss', loss)``, with the tag ``loss`` exactly.
+
+    ``summary.scalar`` tags a summary with its op's name, and in HookCallback's graph ``loss``
+    names the loss tensor itself, so it would write ``loss_1``: the op is built with its tag.
+    """
+    summaries = graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+    if any(s.op.name in ("loss", "loss_summary") for s in summaries):
+        return  # Estimator, too, adds none when the model already has one
+    summary = tf.raw_ops.ScalarSummary(tags="loss", values=loss_tensor, name="loss_summary")
+    graph.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
+
+
+def _checkpoint_names(
+    tf: Any,
+    graph: Any,
+    global_step: Any,
+    model: Any,
+    model_dir: str,
+    assignment_map: str | Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``)."""
+    prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
+    if prefix is None:
+        return None
+    from hookbridge import _assignment
+    from hookbridge._hook_callback.graph import WEIGHTS_SCOPE
+
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    plan = _assignment.plan(model, prefix, shapes, assignment_map)
+    if plan.unassigned:
+        raise ValueError(
+            "estimator_hooks: cannot keep the names of "
+            f"{prefix!r}: no checkpoint variable for Keras weight(s) "
+            f"{', '.join(plan.labels[i] for i in plan.unassigned)}; pass assignment_map= "
+            "(as restore_checkpoint takes it), or no model to write HookCallback's names."
+        )
+    mirrors = {
+        int(v.op.name.split("/")[1]): v
+        for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+        if v.op.name.startswith(f"{WEIGHTS_SCOPE}/")
+    }
+    var_list = {name: mirrors[i] for name, i in plan.pairs}
+    var_list[_assignment.GLOBAL_STEP] = global_step
+    return var_list
+
+
+def _recover_last_checkpoints(tf: Any, savers: Sequence[Any], model_dir: str) -> None:
+    """As ``MonitoredTrainingSession(checkpoint_dir=model_dir)`` on restoring: the Saver takes
+    over the checkpoints listed in ``model_dir``, so ``max_to_keep`` deletes the oldest of them."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    if state is None or len(savers) != 1:
+        return
+    savers[0].recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+
+
+def _graph_parts(tf: Any, loss: str) -> tuple[Any, Any, Any]:
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            "estimator_hooks builds on HookCallback's graph: call it inside the hooks callable, "
+            "HookCallback(lambda: hookbridge.estimator_hooks(model_dir, ...)), not eagerly."
+        )
+    graph = tf.compat.v1.get_default_graph()
+    global_step = tf.compat.v1.train.get_global_step(graph)
+    if global_step is None:
+        raise RuntimeError(
+            "estimator_hooks: the default graph has no global step; call it inside the hooks "
+            "callable given to hookbridge.HookCallback (its graph has one)."
+        )
+    try:
+        loss_tensor = graph.get_tensor_by_name(loss if ":" in loss else f"{loss}:0")
+    except (KeyError, ValueError) as e:
+        raise ValueError(
+            f"estimator_hooks: the graph has no tensor {loss!r}; HookCallback names the batch "
+            "loss 'loss' (pass loss= the name of another log key)."
+        ) from e
+    return graph, global_step, loss_tensor

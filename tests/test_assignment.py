@@ -1,0 +1,194 @@
+"""``restore_checkpoint(model, path, assignment_map=...)``: TF1 checkpoints into Keras models.
+
+The native side is a real TF1 graph (``tf.compat.v1`` variables named as a ``model_fn`` names
+them, a ``MomentumOptimizer`` with its slots, a global step) trained a few steps and saved by a
+``Saver``; the Keras model restored from it must predict what the TF1 graph predicts.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+
+v1 = tf.compat.v1
+keras = tf.keras
+X = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
+
+
+def _tf1_checkpoint(directory, names=("dnn/hiddenlayer_0", "dnn/logits"), steps=3):
+    """Trains a 3-8-1 MLP in a TF1 graph; returns (checkpoint prefix, its predictions on X)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        x = v1.placeholder(tf.float32, [None, 3])
+        h = x
+        for scope, units, act in ((names[0], 8, tf.nn.relu), (names[1], 1, None)):
+            with v1.variable_scope(scope):
+                kernel = v1.get_variable("kernel", [h.shape[-1], units])
+                bias = v1.get_variable("bias", [units], initializer=v1.random_normal_initializer())
+            h = tf.matmul(h, kernel) + bias
+            h = act(h) if act else h
+        loss = tf.reduce_mean(tf.square(h - 1.0))
+        train = v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss, global_step=step)
+        saver = v1.train.Saver()
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(steps):
+                sess.run(train, {x: X})
+            prefix = saver.save(sess, str(directory / "model.ckpt"), global_step=step)
+            predictions = sess.run(h, {x: X})
+    return prefix, predictions
+
+
+def _keras_model(names=(None, None)):
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(8, activation="relu", name=names[0]),
+            keras.layers.Dense(1, name=names[1]),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    return model
+
+
+def test_auto_assignment_predicts_as_the_tf1_graph(tmp_path):
+    _, native = _tf1_checkpoint(tmp_path)
+    model = _keras_model()
+    with pytest.warns(UserWarning, match=r"optimizer state that is not loaded .*Momentum"):
+        step = hookbridge.restore_checkpoint(model, tmp_path, "auto")
+    assert step == 3
+    assert int(model.optimizer.iterations.numpy()) == 3
+    np.testing.assert_allclose(model.predict(X, verbose=0), native, rtol=1e-5, atol=1e-6)
+
+
+def test_dry_run_prints_the_mapping_and_changes_nothing(tmp_path):
+    prefix, _ = _tf1_checkpoint(tmp_path)
+    model = _keras_model(("hidden", "out"))
+    before = [w.copy() for w in model.get_weights()]
+    out = io.StringIO()
+    assert hookbridge.restore_checkpoint(model, prefix, "auto", dry_run=out) == 3
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"restore_checkpoint dry run: {prefix}"
+    rows = [line.split() for line in lines[1:5]]
+    assert rows == [
+        ["dnn/hiddenlayer_0/kernel", "[3,", "8]", "->", "hidden/kernel", "[3,", "8]"],
+        ["dnn/hiddenlayer_0/bias", "[8]", "->", "hidden/bias", "[8]"],
+        ["dnn/logits/kernel", "[8,", "1]", "->", "out/kernel", "[8,", "1]"],
+        ["dnn/logits/bias", "[1]", "->", "out/bias", "[1]"],
+    ]
+    assert lines[5].split() == ["global_step", "[]", "->", "optimizer.iterations", "=", "3"]
+    assert "dnn/hiddenlayer_0/kernel/Momentum [3, 8]" in lines[6]
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert int(model.optimizer.iterations.numpy()) == 0
+
+
+def test_propose_assignment_and_explicit_entries(tmp_path):
+    # Checkpoint layer names whose natural order is NOT the model's: "a_out" sorts first.
+    prefix, native = _tf1_checkpoint(tmp_path, names=("z_hidden", "a_out"))
+    model = _keras_model(("hidden", "out"))
+    # By order and shapes the proposal cannot match "a_out" (8x1) to the 3x8 first layer, so it
+    # takes z_hidden for hidden and a_out for out: shapes decide.
+    assert hookbridge.propose_assignment(model, prefix) == {
+        "z_hidden/kernel": "hidden/kernel",
+        "z_hidden/bias": "hidden/bias",
+        "a_out/kernel": "out/kernel",
+        "a_out/bias": "out/bias",
+    }
+    # Explicit entries (label, index, variable) plus "*": "auto" for the rest.
+    mapping = {
+        "a_out/kernel": model.weights[2],
+        "a_out/bias": 3,
+        "z_hidden/bias": "hidden/bias",
+        "*": "auto",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert hookbridge.restore_checkpoint(model, prefix, mapping) == 3
+    np.testing.assert_allclose(model.predict(X, verbose=0), native, rtol=1e-5, atol=1e-6)
+
+
+def test_unassigned_weights_are_listed(tmp_path):
+    prefix, _ = _tf1_checkpoint(tmp_path)
+    model = _keras_model(("hidden", "out"))
+    with pytest.raises(ValueError) as e:
+        hookbridge.restore_checkpoint(model, prefix, {"dnn/logits/kernel": "out/kernel"})
+    message = str(e.value)
+    assert "no checkpoint variable assigned to Keras weight(s) hidden/kernel [3, 8]" in message
+    assert "Unused in" in message and "dnn/hiddenlayer_0/kernel [3, 8]" in message
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ({"nope/kernel": 0}, "does not hold; it holds dnn/hiddenlayer_0/bias [8], "),
+        ({"dnn/logits/kernel": "hidden/kernel"}, "of shape [3, 8]"),
+        ({"dnn/logits/kernel": "nosuch/kernel"}, "names Keras weight 'nosuch/kernel'"),
+        (
+            {"dnn/hiddenlayer_0/kernel": 0, "dnn/hiddenlayer_0/bias": 0},
+            "assigns both 'dnn/hiddenlayer_0/kernel' and 'dnn/hiddenlayer_0/bias'",
+        ),
+        ("manual", "assignment_map='manual'; pass 'auto' or a dict"),
+    ],
+)
+def test_bad_assignment_maps(tmp_path, mapping, message):
+    prefix, _ = _tf1_checkpoint(tmp_path)
+    with pytest.raises(ValueError, match=None) as e:
+        hookbridge.restore_checkpoint(_keras_model(("hidden", "out")), prefix, mapping)
+    assert message in str(e.value)
+
+
+def test_without_assignment_map_the_error_lists_what_the_checkpoint_holds(tmp_path):
+    prefix, _ = _tf1_checkpoint(tmp_path, names=("dense", "dense_1"))
+    with pytest.raises(ValueError) as e:
+        hookbridge.restore_checkpoint(_keras_model(), prefix)
+    message = str(e.value)
+    assert "the checkpoint holds dense/bias [8], dense/bias/Momentum [8], dense/kernel [3, 8]" in (
+        message
+    )
+    assert "global_step []" in message
+    assert "pass assignment_map='auto'" in message
+    with pytest.raises(ValueError, match="dry_run needs an assignment_map"):
+        hookbridge.restore_checkpoint(_keras_model(), prefix, dry_run=True)
+
+
+def test_a_hookbridge_checkpoint_still_restores_without_a_map(tmp_path):
+    model = _keras_model()
+    model.fit(
+        X,
+        np.ones((8, 1), "float32"),
+        epochs=1,
+        batch_size=4,
+        verbose=0,
+        callbacks=[
+            hookbridge.HookCallback(
+                lambda: [v1.train.CheckpointSaverHook(str(tmp_path), save_steps=1)]
+            )
+        ],
+    )
+    fresh = _keras_model()
+    assert hookbridge.restore_checkpoint(fresh, tmp_path) == 2
+    np.testing.assert_allclose(fresh.predict(X, verbose=0), model.predict(X, verbose=0))
+    # "auto" recognizes a HookCallback checkpoint of this model: one call for every restart.
+    again = _keras_model()
+    assert hookbridge.propose_assignment(again, tmp_path) == {
+        "model/000/kernel": hookbridge_label(again, 0),
+        "model/001/bias": hookbridge_label(again, 1),
+        "model/002/kernel": hookbridge_label(again, 2),
+        "model/003/bias": hookbridge_label(again, 3),
+    }
+    assert hookbridge.restore_checkpoint(again, tmp_path, "auto") == 2
+    np.testing.assert_allclose(again.predict(X, verbose=0), model.predict(X, verbose=0))
+
+
+def hookbridge_label(model, i):
+    from hookbridge._assignment import weight_labels
+
+    return weight_labels(model)[i]

@@ -1,0 +1,180 @@
+"""Continuing an Estimator's model_dir in Keras ``fit`` (TF 2.15 stack: tensorflow-estimator).
+
+One Estimator job trains 8 steps into ``model_dir``; a copy of that directory is continued to
+step 16 by the Estimator itself (native), the original by Keras ``fit`` with
+``restore_checkpoint(..., "auto")`` and ``HookCallback(estimator_hooks(...))`` (bridged). Plain
+SGD on the same batches in the same order, so both continuations compute the same steps.
+
+Everything Estimator-side runs before any Keras model exists: Keras 2.15 invalidates models made
+before a layer is built in a v1 graph, and Estimator.predict builds one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+try:
+    import tensorflow_estimator  # noqa: F401
+except ImportError:
+    pytest.skip(
+        "TF 2.15 stack only: needs tensorflow-estimator, which has no release for TF >= 2.16",
+        allow_module_level=True,
+    )
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import hookbridge
+
+v1 = tf.compat.v1
+keras = tf.keras
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(64, 3)).astype("float32")
+Y = (X @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3).astype("float32")
+BATCH, LR = 16, 0.05
+CONFIG = {
+    "save_checkpoints_steps": 4,
+    "save_summary_steps": 2,
+    "log_step_count_steps": 2,
+    "keep_checkpoint_max": 3,
+}
+
+
+def model_fn(features, labels, mode):
+    h = features
+    for scope, units, act in (("dnn/hiddenlayer_0", 8, tf.nn.relu), ("dnn/logits", 1, None)):
+        with v1.variable_scope(scope):
+            kernel = v1.get_variable("kernel", [h.shape[-1], units])
+            bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
+        h = tf.matmul(h, kernel) + bias
+        h = act(h) if act else h
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=h)
+    loss = v1.losses.mean_squared_error(labels, h)
+    train_op = v1.train.GradientDescentOptimizer(LR).minimize(loss, v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices((X, Y)).batch(BATCH).repeat()
+
+
+def estimator(model_dir):
+    config = tf.estimator.RunConfig(model_dir=str(model_dir), tf_random_seed=0, **CONFIG)
+    return tf.estimator.Estimator(model_fn, config=config)
+
+
+def predict(est):
+    return np.concatenate(
+        list(est.predict(lambda: tf.data.Dataset.from_tensor_slices(X).batch(BATCH)))
+    ).reshape(-1, 1)
+
+
+def scalars(model_dir):
+    acc = EventAccumulator(str(model_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def checkpoints(model_dir):
+    state = tf.train.get_checkpoint_state(str(model_dir))
+    return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("continuation")
+    native, bridged = root / "native", root / "bridged"
+    estimator(bridged).train(input_fn, max_steps=8)  # the TF1 job, preempted at step 8
+    shutil.copytree(bridged, native)
+    at_switch = predict(estimator(bridged))
+    estimator(native).train(input_fn, max_steps=16)  # native: the Estimator continues
+    native_final = predict(estimator(native))
+
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    step = hookbridge.restore_checkpoint(model, bridged, "auto")
+    keras_at_switch = model.predict(X, verbose=0)
+    callback = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(
+            bridged, hooks=[v1.train.StopAtStepHook(last_step=16)], model=model, **CONFIG
+        )
+    )
+    steps_per_epoch = len(X) // BATCH
+    model.fit(
+        X,
+        Y,
+        batch_size=BATCH,
+        shuffle=False,
+        initial_epoch=step // steps_per_epoch,
+        epochs=100,
+        verbose=0,
+        callbacks=[callback],
+    )
+    keras_final = model.predict(X, verbose=0)
+    # Switching back: the Estimator restores what Keras wrote (model_fn's names), both go on.
+    estimator(native).train(input_fn, max_steps=20)
+    estimator(bridged).train(input_fn, max_steps=20)
+    back = {"native": predict(estimator(native)), "bridged": predict(estimator(bridged))}
+    return {
+        "back": back,
+        "native": native,
+        "bridged": bridged,
+        "step": step,
+        "at_switch": at_switch,
+        "keras_at_switch": keras_at_switch,
+        "native_final": native_final,
+        "keras_final": keras_final,
+        "iterations": int(model.optimizer.iterations.numpy()),
+    }
+
+
+def test_keras_resumes_at_the_estimators_step_with_its_predictions(runs):
+    assert runs["step"] == 8
+    np.testing.assert_allclose(runs["keras_at_switch"], runs["at_switch"], rtol=1e-5, atol=1e-6)
+
+
+def test_keras_continues_as_the_estimator_would(runs):
+    assert runs["iterations"] == 16
+    np.testing.assert_allclose(runs["keras_final"], runs["native_final"], rtol=1e-4, atol=1e-5)
+
+
+def test_the_estimator_continues_from_the_keras_checkpoints(runs):
+    names = tf.train.load_checkpoint(str(runs["bridged"] / "model.ckpt-16"))
+    assert sorted(names.get_variable_to_shape_map()) == [
+        "dnn/hiddenlayer_0/bias",
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/logits/bias",
+        "dnn/logits/kernel",
+        "global_step",
+    ]
+    np.testing.assert_allclose(
+        runs["back"]["bridged"], runs["back"]["native"], rtol=1e-4, atol=1e-5
+    )
+
+
+def test_same_event_tags_steps_and_losses(runs):
+    native, bridged = scalars(runs["native"]), scalars(runs["bridged"])
+    assert set(native) == set(bridged) == {"loss", "global_step/sec"}
+    assert [s for s, _ in bridged["loss"]] == [s for s, _ in native["loss"]]
+    assert [s for s, _ in native["loss"]] == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]  # 17, 19: back
+    # The same batch losses: the curve continues across the switch.
+    np.testing.assert_allclose(
+        [v for _, v in bridged["loss"]], [v for _, v in native["loss"]], rtol=1e-4
+    )
+    assert [s for s, _ in bridged["global_step/sec"]] == [s for s, _ in native["global_step/sec"]]
+
+
+def test_same_checkpoint_names(runs):
+    assert checkpoints(runs["bridged"]) == checkpoints(runs["native"])
+    assert checkpoints(runs["native"]) == ["model.ckpt-12", "model.ckpt-16", "model.ckpt-20"]
+    # keep_checkpoint_max=3 deletes the Estimator's older files too, as the Estimator does.
+    for which in ("native", "bridged"):
+        on_disk = sorted(p.name for p in runs[which].glob("model.ckpt-*.index"))
+        assert on_disk == ["model.ckpt-12.index", "model.ckpt-16.index", "model.ckpt-20.index"]

@@ -1,0 +1,169 @@
+"""examples/migration/: every stage of the walk-through runs, as docs/migration.md says.
+
+On the TF 2.15 stack the whole chain runs into one output directory (the Estimator job, callbacks
+inside it, the switch to Keras fit in the same model_dir, hooks replaced by callbacks); on every
+stack the Keras stages run from an empty model_dir; and each replacement's ``hookbridge check``
+passes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from hookbridge import _check
+
+MIGRATION = Path(__file__).resolve().parent.parent / "examples" / "migration"
+ROOT = MIGRATION.parent.parent
+ENV = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "PYTHONPATH": str(ROOT),
+}
+STAGES = [
+    "stage0_estimator.py",
+    "stage1_callbacks_in_estimator.py",
+    "stage2_keras_fit.py",
+    "stage3_native_callbacks.py",
+]
+
+try:
+    import tensorflow_estimator  # noqa: F401
+
+    HAS_ESTIMATOR = True
+except ImportError:
+    HAS_ESTIMATOR = False
+
+
+def run_stage(name: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, str(MIGRATION / name), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+        cwd=cwd or ROOT,
+    )
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def loss_steps(model_dir: Path) -> dict[str, list[int]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(model_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def history_steps(out: Path) -> list[int]:
+    with open(out / "loss_history.csv") as f:
+        return [int(row["step"]) for row in csv.DictReader(f)]
+
+
+def test_every_script_is_a_stage_or_shared():
+    assert {p.name for p in MIGRATION.glob("*.py")} == {*STAGES, "project.py", "team_hooks.py"}
+
+
+@pytest.mark.skipif(
+    not HAS_ESTIMATOR, reason="TF 2.15 stack only: stages 0-1 need tensorflow-estimator"
+)
+def test_the_whole_migration_in_one_model_dir(tmp_path):
+    out = tmp_path / "demo"
+    proc = run_stage("stage0_estimator.py", str(out))
+    assert f"writing to {out}" in proc.stdout
+    assert "stage 0: Estimator trained to global step 20" in proc.stdout
+    proc = run_stage("stage1_callbacks_in_estimator.py", str(out))
+    assert "stage 1: Estimator trained to global step 40" in proc.stdout
+    with open(out / "epochs.csv") as f:
+        # CallbackHook's epochs of 4 steps continue from the restored step 20: epochs 5..9.
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["5", "6", "7", "8", "9"]
+
+    proc = run_stage("stage2_keras_fit.py", str(out))
+    lines = proc.stdout.splitlines()
+    dry = lines.index(next(x for x in lines if x.startswith("restore_checkpoint dry run")))
+    assert [x.split()[0] for x in lines[dry + 1 : dry + 6]] == [
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/hiddenlayer_0/bias",
+        "dnn/logits/kernel",
+        "dnn/logits/bias",
+        "global_step",
+    ]
+    assert "stage 2: Keras starts at global step 40" in proc.stdout
+    assert "stage 2: Keras trained to global step 60" in proc.stdout
+    assert "loss = " in proc.stderr and "step = 50" in proc.stderr  # Estimator's log line
+
+    proc = run_stage("stage3_native_callbacks.py", str(out))
+    assert "stage 3: Keras starts at global step 60" in proc.stdout
+    assert "stage 3: Keras trained to global step 80" in proc.stdout
+
+    # One TensorBoard `loss` curve from step 1 to 80, every 5 steps and at each restart, as the
+    # Estimator's SummarySaverHook writes it; the step counter throughout.
+    steps = loss_steps(out / "model_dir")
+    assert set(steps) == {"loss", "global_step/sec"}
+    assert steps["loss"] == [
+        s for start in (0, 20, 40, 60) for s in range(start + 1, start + 20, 5)
+    ]
+    assert steps["global_step/sec"] == [11, 31, 51, 71]
+    # The team's loss history, first from its hook, then from its Keras replacement.
+    assert history_steps(out) == list(range(5, 81, 5))
+    state = tf.train.get_checkpoint_state(str(out / "model_dir"))
+    names = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+    assert names == ["model.ckpt-60", "model.ckpt-70", "model.ckpt-80"]
+    assert sorted(p.name for p in (out / "model_dir").glob("model.ckpt-*.index")) == [
+        "model.ckpt-60.index",
+        "model.ckpt-70.index",
+        "model.ckpt-80.index",
+    ]
+    assert {p.name for p in out.iterdir()} == {"model_dir", "epochs.csv", "loss_history.csv"}
+    # Written by Keras, named as the Estimator named them: the Estimator could take over again.
+    reader = tf.train.load_checkpoint(str(out / "model_dir"))
+    assert sorted(reader.get_variable_to_shape_map()) == [
+        "dnn/hiddenlayer_0/bias",
+        "dnn/hiddenlayer_0/kernel",
+        "dnn/logits/bias",
+        "dnn/logits/kernel",
+        "global_step",
+    ]
+
+
+def test_keras_stages_from_an_empty_model_dir(tmp_path):
+    # No argument: the default ./migration_demo, said, and nothing else written.
+    proc = run_stage("stage2_keras_fit.py", cwd=tmp_path)
+    out = tmp_path / "migration_demo"
+    assert f"writing to {out}" in proc.stdout
+    assert "stage 2: Keras starts at global step 0" in proc.stdout
+    assert "stage 2: Keras trained to global step 60" in proc.stdout
+    proc = run_stage("stage3_native_callbacks.py", str(out), "--replaced", "1")
+    assert "stage 3: Keras starts at global step 60" in proc.stdout
+    assert "replaced: the team's LossHistoryHook -> LossHistory" in proc.stdout
+    assert "stage 3: Keras trained to global step 80" in proc.stdout
+    assert history_steps(out) == list(range(5, 81, 5))
+    assert loss_steps(out / "model_dir")["loss"][-4:] == [61, 66, 71, 76]
+    assert {p.name for p in tmp_path.iterdir()} == {"migration_demo"}
+    assert {p.name for p in out.iterdir()} == {"model_dir", "epochs.csv", "loss_history.csv"}
+
+
+@pytest.mark.parametrize(
+    ("target", "callback"),
+    [
+        ("team_hooks:make_history_hook", False),  # stage 2: the hook runs the same in fit
+        ("team_hooks:make_history_callback", True),  # stage 3: its replacement, in both worlds
+        ("team_hooks:make_terminate_on_nan", True),
+    ],
+)
+def test_each_replacement_is_proven_by_check(monkeypatch, target, callback):
+    monkeypatch.syspath_prepend(str(MIGRATION))
+    out, err = io.StringIO(), io.StringIO()
+    request = _check.CheckRequest(target, steps=6, steps_per_epoch=3, callback=callback)
+    assert _check.main(request, out, err) == 0, out.getvalue() + err.getvalue()
+    assert out.getvalue().splitlines()[0].endswith(": conforms")

@@ -10,7 +10,7 @@ import tensorflow as tf
 from hookbridge import _tfcompat
 from hookbridge._callback_hook import dispatch
 from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
-from hookbridge._callback_hook.model import GraphState, ModelProxy
+from hookbridge._callback_hook.model import GraphState, ModelProxy, warn_name_based_directions
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -100,6 +100,12 @@ class CallbackHook(SessionRunHook):
         epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
             ``steps_per_epoch`` is ``None``, else 0 (unknown).
         verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
+        metric_directions: log name -> ``"max"`` or ``"min"``: the direction ``mode="auto"``
+            monitor callbacks (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) use for a
+            name Keras 3 cannot infer (``{"my_score": "max"}``; ``val_my_score`` follows). Other
+            names get the direction Keras 3 gives them when compiled as metrics (``acc``,
+            ``auc``, ``precision``: maximize; ``mae``: minimize). tf_keras / Keras 2 callbacks
+            decide from the name alone, natively too: a declaration they contradict warns.
 
     Raises:
         TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
@@ -138,6 +144,7 @@ class CallbackHook(SessionRunHook):
         variables: Sequence[Any] | None = None,
         epochs: int | None = None,
         verbose: int = 1,
+        metric_directions: Mapping[str, str] | None = None,
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -160,7 +167,7 @@ class CallbackHook(SessionRunHook):
         self._logs = dict(logs)
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
-        self._state = GraphState(variables, learning_rate)
+        self._state = GraphState(variables, learning_rate, metric_directions)
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
@@ -180,6 +187,7 @@ class CallbackHook(SessionRunHook):
         self._epoch_logs: dict = {}
         self._started = False
         params = self.params
+        warn_name_based_directions(self.callbacks, self._state.metric_directions)
         with dispatch.eager_context():
             for cb in self.callbacks:
                 if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import types
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,9 +27,16 @@ _SCOPE = "hookbridge_callback_hook"
 class GraphState:
     """Graph ops and the live session shared by every callback's model proxy."""
 
-    def __init__(self, variables: Sequence[Any] | None, learning_rate: Any) -> None:
+    def __init__(
+        self,
+        variables: Sequence[Any] | None,
+        learning_rate: Any,
+        metric_directions: Mapping[str, str] | None = None,
+    ) -> None:
         self._variables_arg = variables
         self._learning_rate_arg = learning_rate
+        self.metric_directions = check_metric_directions(metric_directions)
+        self._directions: dict[str, str | None] = {}
         self.session: Any = None
         self.stop_training = False
         self.variables: list = []
@@ -62,6 +70,14 @@ class GraphState:
                 self._lr_feed = tf.compat.v1.placeholder(lr.dtype.base_dtype, lr.shape)
                 self._lr_assign = tf.compat.v1.assign(lr, self._lr_feed).op
 
+    def direction(self, package: Any, name: str) -> str | None:
+        """``"up"``/``"down"`` for log ``name``: declared, else as Keras 3 compiles it (cached)."""
+        if name in self.metric_directions:
+            return self.metric_directions[name]
+        if name not in self._directions:
+            self._directions[name] = compiled_metric_direction(package, name)
+        return self._directions[name]
+
     # -- reads/writes through the hook's session (never through MonitoredSession.run) --------
     def get_weights(self) -> list[np.ndarray]:
         return list(self.session.run(self.variables)) if self.variables else []
@@ -88,6 +104,77 @@ class GraphState:
     def save_weights(self, filepath: str) -> None:
         values = dict(zip((v.op.name for v in self.variables), self.get_weights()))
         _weights.write_weights(str(filepath), values)
+
+
+_DIRECTIONS = {"max": "up", "min": "down"}
+
+
+def check_metric_directions(value: Mapping[str, str] | None) -> dict[str, str]:
+    """``metric_directions`` (log name -> ``"max"``/``"min"``) as Keras 3 directions."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "CallbackHook: metric_directions must be a mapping of log name -> 'max' or 'min' "
+            f"(e.g. {{'my_score': 'max'}}), received {value!r} of type {type(value).__name__}."
+        )
+    out = {}
+    for name, mode in value.items():
+        if not isinstance(name, str) or mode not in _DIRECTIONS:
+            raise ValueError(
+                f"CallbackHook: metric_directions[{name!r}] = {mode!r}: expected a log name "
+                "(str) mapped to 'max' (greater is better) or 'min' (lower is better)."
+            )
+        out[name.removeprefix("val_")] = _DIRECTIONS[mode]
+    return out
+
+
+def compiled_metric_direction(package: Any, name: str) -> str | None:
+    """The direction Keras 3 gives metric ``name`` in a model compiled with ``metrics=[name]``.
+
+    As Keras 3's ``compile`` builds it (``compile_utils.get_metric``): ``"acc"``/``"accuracy"``
+    become one of the accuracy metrics (all ``"up"``); any other name is looked up with
+    ``keras.metrics.get`` and a plain function is wrapped in ``MeanMetricWrapper`` (which gives
+    Keras's loss functions ``"down"``). ``None`` when Keras would not know the name either.
+    """
+    if name.lower() in ("acc", "accuracy"):
+        metric: Any = package.metrics.BinaryAccuracy(name=name)
+    else:
+        try:
+            metric = package.metrics.get(name)
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(metric, package.metrics.Metric):
+            metric = package.metrics.MeanMetricWrapper(metric, name=name)
+    return _tfcompat.metric_direction(metric)
+
+
+def warn_name_based_directions(callbacks: Sequence[Any], directions: Mapping[str, str]) -> None:
+    """Warns when a tf_keras / Keras 2 monitor callback ignores a declared direction.
+
+    Those callbacks decide ``mode="auto"`` from the monitor's name alone (``"acc"`` in it:
+    maximize), never asking the model, natively as here; a declared ``metric_directions``
+    entry they contradict would be silently unused.
+    """
+    for cb in callbacks:
+        name = str(getattr(cb, "monitor", "")).removeprefix("val_")
+        op = getattr(cb, "monitor_op", None)
+        # (tf_keras keeps ``mode`` only on ReduceLROnPlateau: the others are checked whatever it was)
+        if name not in directions or getattr(cb, "mode", "auto") != "auto" or op is None:
+            continue
+        if is_keras3(_keras_package(cb)):
+            continue  # Keras 3 decides from model.metrics, which holds the declaration
+        decided = "up" if bool(op(1.0, 0.0)) else "down"
+        if decided != directions[name]:
+            mode = "max" if directions[name] == "up" else "min"
+            warnings.warn(
+                f"CallbackHook: {type(cb).__name__}(monitor={cb.monitor!r}) will "
+                f"{'maximize' if decided == 'up' else 'minimize'} it: tf_keras / Keras 2 "
+                "callbacks choose the direction from the name alone (or their mode) and ignore "
+                f"metric_directions[{name!r}]. Pass mode={mode!r} to the callback.",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
@@ -137,6 +224,11 @@ class _Step(int):
 
     def read_value(self) -> np.ndarray:
         return np.int64(self)
+
+
+def is_keras3(package: Any) -> bool:
+    """Whether ``package`` (a callback's Keras package) is Keras 3."""
+    return package.__name__ == "keras" and hasattr(package, "ops")
 
 
 def _keras_package(callback: Any) -> Any:
@@ -309,18 +401,16 @@ class ModelProxy:
 
     @property
     def metrics(self) -> list:
-        """Keras 3 ``mode="auto"`` finds metric directions here (from Keras's metric registry);
+        """Keras 3 ``mode="auto"`` finds metric directions here: each log name's direction as
+        ``compile(metrics=[name])`` would give it, or the one declared in ``metric_directions``;
         tf_keras's ProgbarLogger reads the names (the logs are running means already)."""
-        if self._hb_package.__name__ != "keras" or not hasattr(self._hb_package, "ops"):
+        if not is_keras3(self._hb_package):
             # tf_keras / Keras 2: ProgbarLogger treats these names as already-averaged values.
             return [types.SimpleNamespace(name=n) for n in self._hb_state.log_names]
+        state = self._hb_state
         entries = []
-        for name in self._hb_state.log_names:
-            try:
-                metric = self._hb_package.metrics.get(name)
-            except (ValueError, TypeError):
-                continue
-            direction = _tfcompat.metric_direction(metric)
+        for name in dict.fromkeys([*state.log_names, *state.metric_directions]):
+            direction = state.direction(self._hb_package, name)
             if direction is not None:
                 entries.append(types.SimpleNamespace(name=name, _direction=direction))
         return [_tfcompat.keras3_metrics_list(entries)]

@@ -93,8 +93,13 @@ class CallbackHook(SessionRunHook):
         validation_fn: ``validation_fn(session) -> dict`` called at each epoch end (``session``
             is the raw ``tf.compat.v1.Session``: running it triggers no hook); its values are
             added to the epoch logs as ``val_<name>``.
-        learning_rate: the graph's learning-rate ``tf.Variable`` (or its name), read and assigned
-            by ``model.optimizer.learning_rate`` (ReduceLROnPlateau, LearningRateScheduler).
+        learning_rate: the graph's learning rate (or its name), read by
+            ``model.optimizer.learning_rate`` (TensorBoard's ``epoch_learning_rate``): a
+            ``tf.Variable`` (also assigned: ReduceLROnPlateau, LearningRateScheduler), a tensor
+            such as ``tf.compat.v1.train.polynomial_decay(...)`` (its value at the current
+            global step; not assignable, as a Keras ``LearningRateSchedule``: Keras 3 callbacks
+            that assign it raise Keras's TypeError), or a placeholder fed with each run (the
+            value the latest run was fed).
         variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
             names); default: the graph's trainable variables.
         epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
@@ -178,6 +183,8 @@ class CallbackHook(SessionRunHook):
         graph = tf.compat.v1.get_default_graph()
         names, tensors = resolve(graph, self._logs)
         self._state.build(graph, names)
+        lr = self._state.lr  # a fed placeholder: its value is taken from each run's feed_dict
+        self._lr_fed = lr if lr is not None and lr.fed else None
         self._means = RunningMeans(names)
         self._epoch = 0
         self._batch = 0
@@ -228,6 +235,8 @@ class CallbackHook(SessionRunHook):
             dispatch.call(self._table["on_train_begin"], {})
 
     def before_run(self, run_context: Any) -> Any:
+        if self._lr_fed is not None:
+            self._lr_fed.take_feed(run_context.original_args.feed_dict)
         if not self._epoch_open:
             self._epoch_open = True
             self._batch, self._resume_batch = self._resume_batch, 0

@@ -20,6 +20,7 @@ import tensorflow as tf
 from hookbridge import _tfcompat
 from hookbridge._callback_hook import weights as _weights
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
+from hookbridge._callback_hook.rate import LearningRate
 
 _SCOPE = "hookbridge_callback_hook"
 
@@ -41,6 +42,9 @@ class GraphState:
         self.stop_training = False
         self.variables: list = []
         self.learning_rate: Any = None
+        self.lr: LearningRate | None = None
+        self.warned_lr_ignored = False
+        self.warned_lr_lag = False
         self.global_step: Any = None
         self.log_names: list[str] = []
 
@@ -53,11 +57,12 @@ class GraphState:
         else:
             self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
         self.global_step = tf.compat.v1.train.get_global_step(graph)
-        self.learning_rate = (
+        self.lr = (
             None
             if self._learning_rate_arg is None
-            else _resolve_variable(graph, self._learning_rate_arg, "learning_rate")
+            else LearningRate(graph, self._learning_rate_arg)
         )
+        self.learning_rate = None if self.lr is None else self.lr.tensor
         with graph.as_default(), tf.name_scope(_SCOPE):
             self._feeds = [
                 tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in self.variables
@@ -65,10 +70,6 @@ class GraphState:
             self._assigns = [
                 tf.compat.v1.assign(v, p).op for v, p in zip(self.variables, self._feeds)
             ]
-            if self.learning_rate is not None:
-                lr = self.learning_rate
-                self._lr_feed = tf.compat.v1.placeholder(lr.dtype.base_dtype, lr.shape)
-                self._lr_assign = tf.compat.v1.assign(lr, self._lr_feed).op
 
     def direction(self, package: Any, name: str) -> str | None:
         """``"up"``/``"down"`` for log ``name``: declared, else as Keras 3 compiles it (cached)."""
@@ -92,11 +93,10 @@ class GraphState:
         self.session.run(self._assigns, dict(zip(self._feeds, values)))
 
     def get_lr(self) -> float:
-        return float(self.session.run(self.learning_rate))
+        return self.lr.read(self.session)
 
     def set_lr(self, value: Any) -> None:
-        value = np.asarray(value, dtype=self.learning_rate.dtype.base_dtype.as_numpy_dtype)
-        self.session.run(self._lr_assign, {self._lr_feed: value})
+        self.lr.write(self.session, value)
 
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))
@@ -200,20 +200,58 @@ def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
     return value
 
 
+#: Keras 3's own message (``BaseOptimizer.learning_rate``'s setter) for a schedule's rate.
+KERAS3_SCHEDULE_NOT_SETTABLE = (
+    "This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+    "constructor argument, hence its learning rate is not settable. If you need the learning "
+    "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+    "argument."
+)
+
+
 class _Value(float):
-    """A learning-rate value readable as a float and writable the way Keras writes variables."""
+    """A learning-rate value as Keras callbacks read it (``float()``, ``.numpy()``, ``.dtype``,
+    ``.shape == ()``) and write it (``.assign``, which ``backend.set_value`` calls)."""
+
+    shape = tf.TensorShape([])
 
     def __new__(cls, state: GraphState) -> _Value:  # noqa: PYI034
         obj = super().__new__(cls, state.get_lr())
         obj._state = state
-        obj.dtype = state.learning_rate.dtype.base_dtype
+        obj.dtype = state.lr.dtype
         return obj
 
     def assign(self, value: Any) -> None:
-        self._state.set_lr(value)
+        _write_lr(self._state, value, keras3=False)
 
     def numpy(self) -> np.ndarray:
         return np.asarray(float(self), dtype=self.dtype.as_numpy_dtype)
+
+
+def _write_lr(state: GraphState, value: Any, *, keras3: bool) -> None:
+    """Assigns the learning rate; a tensor's (a schedule's) cannot be, as in Keras.
+
+    Keras 3 raises its TypeError. tf_keras / Keras 2 accept the assignment to the variable their
+    optimizer copies the schedule's value into, and overwrite it before the next step: natively
+    it has no effect, here neither, and a warning says so.
+    """
+    if state.lr.settable:
+        state.set_lr(value)
+    elif keras3:
+        raise TypeError(
+            KERAS3_SCHEDULE_NOT_SETTABLE + " (CallbackHook: learning_rate= is a tensor, not a "
+            "tf.Variable; pass a variable to make it settable.)"
+        )
+    elif not state.warned_lr_ignored:
+        state.warned_lr_ignored = True
+        warnings.warn(
+            f"CallbackHook: a callback assigned the learning rate {float(value)!r}, but "
+            f"learning_rate= is the tensor {state.lr.tensor.name!r} (a schedule), which cannot "
+            "be assigned: the assignment is ignored, as tf_keras / Keras 2 overwrite it with the "
+            "schedule's value before the next step. Pass a tf.Variable to make it settable.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class _Step(int):
@@ -232,8 +270,13 @@ def is_keras3(package: Any) -> bool:
 
 
 def _keras_package(callback: Any) -> Any:
-    root = type(callback).__module__.split(".")[0]
-    return importlib.import_module(root if root in ("keras", "tf_keras") else "keras")
+    """The Keras package ``callback`` belongs to: that of its first Keras base class (a user's
+    subclass of ``tf.keras.callbacks.Callback`` on tf_keras is a tf_keras callback)."""
+    for klass in type(callback).__mro__:
+        root = klass.__module__.split(".")[0]
+        if root in ("keras", "tf_keras"):
+            return importlib.import_module(root)
+    return importlib.import_module("keras")
 
 
 _OPTIMIZER_CLASSES: dict = {}
@@ -248,7 +291,9 @@ def _optimizer_class(package: Any) -> type:
         schedule_base = package.optimizers.schedules.LearningRateSchedule
         schedule = type("GraphLearningRate", (_ScheduleMixin, schedule_base), {})
         _OPTIMIZER_CLASSES[key] = type(
-            "GraphOptimizer", (_OptimizerMixin, base), {"_schedule_class": schedule}
+            "GraphOptimizer",
+            (_OptimizerMixin, base),
+            {"_schedule_class": schedule, "_hb_keras3": is_keras3(package)},
         )
     return _OPTIMIZER_CLASSES[key]
 
@@ -280,18 +325,35 @@ class _OptimizerMixin:
                 self._hb_callback,
                 "model.optimizer",
                 attribute,
-                "Pass CallbackHook(..., learning_rate=<the graph's learning-rate tf.Variable>) "
-                "and build the TF1 optimizer on that variable.",
+                "Pass CallbackHook(..., learning_rate=<the graph's learning-rate tf.Variable, "
+                "or a tensor such as tf.compat.v1.train.exponential_decay(...)>), the rate the "
+                "TF1 optimizer was built with.",
             )
         return state
 
     @property
-    def learning_rate(self) -> _Value:
-        return _Value(self._hb_lr_state("learning_rate"))
+    def learning_rate(self) -> Any:
+        """As Keras's: a variable's value (readable and assignable); a tensor's (a schedule's)
+        value is Keras 3's scalar tensor, or tf_keras's assignable value."""
+        state = self._hb_lr_state("learning_rate")
+        if self._hb_keras3 and not state.lr.settable:
+            with _tfcompat.eager():
+                return tf.constant(state.get_lr(), state.lr.dtype)
+        if not state.lr.settable and not state.lr.fed and not state.warned_lr_lag:
+            state.warned_lr_lag = True
+            warnings.warn(
+                "CallbackHook: model.optimizer.learning_rate of a schedule tensor is its value "
+                "at the current global step (Keras 3's value, and what tf_keras's TensorBoard "
+                "logs); a native tf_keras / Keras 2 optimizer returns the rate its last step "
+                "used, one step behind. See docs/limits.md.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return _Value(state)
 
     @learning_rate.setter
     def learning_rate(self, value: Any) -> None:
-        self._hb_lr_state("learning_rate").set_lr(value)
+        _write_lr(self._hb_lr_state("learning_rate"), value, keras3=self._hb_keras3)
 
     lr = learning_rate
 

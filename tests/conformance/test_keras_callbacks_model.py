@@ -49,10 +49,13 @@ def native_fit(callbacks, *, epochs=2, metrics=(), optimizer=None, validation=Fa
     return model
 
 
-def bridged_run(callbacks, *, epochs=2, names=("loss",), values=None, build=None, **kwargs):
+def bridged_run(
+    callbacks, *, epochs=2, names=("loss",), values=None, build=None, feed=None, **kwargs
+):
     """``epochs * STEPS`` MonitoredSession steps under CallbackHook (fewer if one stops).
 
-    Each log name is a fed scalar; ``values(step) -> {name: value}`` (default 0.5 each).
+    Each log name is a fed scalar; ``values(step) -> {name: value}`` (default 0.5 each);
+    ``feed(step)`` adds entries to each run's feed_dict.
     ``build(graph_tensors) -> dict of CallbackHook kwargs`` may add tensors to the graph; the
     learning rate is a 0.1 variable unless ``learning_rate=`` is given.
     Returns the number of steps run.
@@ -80,7 +83,8 @@ def bridged_run(callbacks, *, epochs=2, names=("loss",), values=None, build=None
                 if sess.should_stop():
                     break
                 vals = values(step) if values else {}
-                sess.run(train, {p: vals.get(k, 0.5) for k, p in feeds.items()})
+                feed_dict = {p: vals.get(k, 0.5) for k, p in feeds.items()}
+                sess.run(train, {**feed_dict, **(feed(step) if feed else {})})
                 n += 1
     return n
 
@@ -179,3 +183,180 @@ def test_metric_directions_bad_input():
         hookbridge.CallbackHook([], logs={}, metric_directions={"s": "up"})
     with pytest.raises(TypeError, match="metric_directions must be a mapping"):
         hookbridge.CallbackHook([], logs={}, metric_directions=["s"])
+
+
+# -- item 2: learning rate from a schedule or any tensor -------------------------------------------
+SCHEDULES = {
+    "polynomial_decay": (
+        lambda: keras.optimizers.schedules.PolynomialDecay(0.1, 10),
+        lambda gs: tf.compat.v1.train.polynomial_decay(0.1, gs, 10),
+    ),
+    "exponential_decay": (
+        lambda: keras.optimizers.schedules.ExponentialDecay(0.1, 3, 0.5),
+        lambda gs: tf.compat.v1.train.exponential_decay(0.1, gs, 3, 0.5),
+    ),
+}
+
+
+class ReadsRate(keras.callbacks.Callback):
+    """A third-party logger's way of reading the rate: shape, float, numpy, dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        lr = self.model.optimizer.learning_rate
+        value = lr.numpy()
+        self.seen.append((tuple(lr.shape), float(lr), float(value), tf.as_dtype(lr.dtype).name))
+
+
+def _epoch_scalars(logdir, tag):
+    import os
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(os.path.join(logdir, "train"))
+    acc.Reload()
+    if tag not in acc.Tags()["tensors"]:
+        return []
+    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEDULES))
+def test_schedule_tensor_logged_and_read_as_native(tmp_path, kind):
+    keras_schedule, tf1_schedule = SCHEDULES[kind]
+    native_reader = ReadsRate()
+    native_tb = keras.callbacks.TensorBoard(str(tmp_path / "native"))
+    native_fit(
+        [native_tb, native_reader],
+        epochs=3,
+        optimizer=keras.optimizers.SGD(keras_schedule()),
+    )
+    reader = ReadsRate()
+    tb = keras.callbacks.TensorBoard(str(tmp_path / "bridged"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bridged_run(
+            [tb, reader], epochs=3, build=lambda t: {"learning_rate": tf1_schedule(t["gs"])}
+        )
+    native_lr = _epoch_scalars(str(tmp_path / "native"), "epoch_learning_rate")
+    bridged_lr = _epoch_scalars(str(tmp_path / "bridged"), "epoch_learning_rate")
+    assert [s for s, _ in native_lr] == [s for s, _ in bridged_lr] == [0, 1, 2]
+    assert [v for _, v in bridged_lr] == pytest.approx([v for _, v in native_lr], rel=1e-6)
+    assert [r[0] for r in reader.seen] == [r[0] for r in native_reader.seen] == [()] * 3
+    assert [r[3] for r in reader.seen] == [r[3] for r in native_reader.seen]
+    lags = [w for w in caught if "one step behind" in str(w.message)]
+    if KERAS3:
+        assert [r[1] for r in reader.seen] == pytest.approx([r[1] for r in native_reader.seen])
+        assert [r[2] for r in reader.seen] == pytest.approx([r[2] for r in native_reader.seen])
+        assert not lags
+    else:
+        # tf_keras / Keras 2: the rate the last step used natively (schedule(iterations - 1));
+        # CallbackHook gives schedule(global step), as TensorBoard logs it, and warns once.
+        schedule = keras_schedule()
+        steps = [STEPS * (e + 1) for e in range(3)]
+        assert [r[1] for r in native_reader.seen] == pytest.approx(
+            [float(schedule(s - 1)) for s in steps], rel=1e-6
+        )
+        assert [r[1] for r in reader.seen] == pytest.approx([v for _, v in native_lr], rel=1e-6)
+        assert len(lags) == 1
+
+
+class EpochTrace(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.events.append(("begin", epoch))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.events.append(("end", epoch))
+
+
+def _lr_callbacks():
+    return {
+        "ReduceLROnPlateau": lambda: keras.callbacks.ReduceLROnPlateau(
+            "loss", patience=0, min_delta=100.0
+        ),
+        "LearningRateScheduler": lambda: keras.callbacks.LearningRateScheduler(
+            lambda epoch, lr: lr * 0.5
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_lr_callbacks()))
+def test_assigning_a_schedule_raises_where_keras_raises(name):
+    make = _lr_callbacks()[name]
+    native_trace, native_error = EpochTrace(), None
+    try:
+        native_fit(
+            [native_trace, make()],
+            epochs=3,
+            optimizer=keras.optimizers.SGD(keras.optimizers.schedules.PolynomialDecay(0.1, 10)),
+        )
+    except TypeError as e:
+        native_error = e
+    trace, error = EpochTrace(), None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            bridged_run(
+                [trace, make()],
+                epochs=3,
+                build=lambda t: {"learning_rate": tf.compat.v1.train.polynomial_decay(
+                    0.1, t["gs"], 10)},
+            )
+        except TypeError as e:
+            error = e
+    assert trace.events == native_trace.events
+    if KERAS3:  # Keras 3 raises its own TypeError at the assignment
+        assert native_error is not None and error is not None
+        assert str(error).startswith(str(native_error))
+    else:  # tf_keras / Keras 2 accept it and overwrite it with the schedule: ignored, and said
+        assert native_error is None and error is None
+        assert len([w for w in caught if "assignment is ignored" in str(w.message)]) == 1
+
+
+def test_placeholder_fed_rate_as_native_per_batch_assignment(tmp_path):
+    rates = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+
+    class SetRate(keras.callbacks.Callback):  # natively: the rate each step uses, set per batch
+        def __init__(self):
+            super().__init__()
+            self.step = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.model.optimizer.learning_rate = rates[self.step]
+            self.step += 1
+
+    native_tb = keras.callbacks.TensorBoard(str(tmp_path / "native"))
+    native_fit([SetRate(), native_tb], epochs=3)
+    tb = keras.callbacks.TensorBoard(str(tmp_path / "bridged"))
+
+    def build(t):
+        t["lr_feed"] = tf.compat.v1.placeholder_with_default(0.01, [], name="lr_feed")
+        return {"learning_rate": t["lr_feed"]}
+
+    # the run feeds the rate by name, as a TF1 training loop may
+    bridged_run([tb], epochs=3, build=build, feed=lambda step: {"lr_feed:0": rates[step]})
+    native_lr = _epoch_scalars(str(tmp_path / "native"), "epoch_learning_rate")
+    bridged_lr = _epoch_scalars(str(tmp_path / "bridged"), "epoch_learning_rate")
+    expected = [(0, 0.2), (1, 0.4), (2, 0.6)]  # the rate each epoch's last step used
+    if KERAS3:
+        assert [(s, round(v, 6)) for s, v in native_lr] == expected
+    else:
+        # tf_keras / Keras 2 log the rate only for a LearningRateSchedule: CallbackHook logs it
+        # for any learning_rate= (docs/callbacks.md, TensorBoard row)
+        assert native_lr == []
+    assert [(s, round(v, 6)) for s, v in bridged_lr] == expected
+
+
+def test_rate_computed_from_a_placeholder_is_refused():
+    def build(t):
+        ph = tf.compat.v1.placeholder(tf.float32, [], name="base_lr")
+        return {"learning_rate": ph * 0.5}
+
+    with pytest.raises(ValueError, match="computed from the placeholder 'base_lr'"):
+        bridged_run([keras.callbacks.History()], build=build)

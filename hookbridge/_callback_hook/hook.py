@@ -10,7 +10,7 @@ import tensorflow as tf
 from hookbridge import _tfcompat
 from hookbridge._callback_hook import dispatch
 from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
-from hookbridge._callback_hook.model import GraphState, ModelProxy, warn_name_based_directions
+from hookbridge._callback_hook.model import GraphState, ModelProxy
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -75,7 +75,8 @@ class CallbackHook(SessionRunHook):
     the fetched tensors within the epoch, epoch logs the epoch mean plus ``val_<name>`` from
     ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
 
-    The callbacks' ``model`` is a proxy over the graph: ``stop_training`` (setting it requests a
+    The callbacks' ``model`` is one proxy over the graph, shared by every callback and every
+    session of the hook as Keras shares its model (``History`` sets ``model.history``): ``stop_training`` (setting it requests a
     stop), ``get_weights``/``set_weights``/``weights`` (``variables``),
     ``optimizer.learning_rate`` (reads/assigns ``learning_rate``), ``optimizer.iterations`` (the
     global step), ``save_weights``/``save`` (an ``.h5`` file or a TF checkpoint of ``variables``,
@@ -173,6 +174,7 @@ class CallbackHook(SessionRunHook):
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
         self._state = GraphState(variables, learning_rate, metric_directions)
+        self._model = ModelProxy(self._state, self.callbacks)  # one model for every callback
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
@@ -194,13 +196,13 @@ class CallbackHook(SessionRunHook):
         self._epoch_logs: dict = {}
         self._started = False
         params = self.params
-        warn_name_based_directions(self.callbacks, self._state.metric_directions)
+        model = self._model.for_session()
         with dispatch.eager_context():
             for cb in self.callbacks:
                 if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
                     cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
                 cb.set_params(dict(params))
-                cb.set_model(ModelProxy(self._state, cb))
+                cb.set_model(model)
             # As Keras's CallbackList: which methods run is asked once params and model are set
             # (tf_keras's ProgbarLogger and TensorBoard decide it there).
             self._table = t = dispatch.build_table(self.callbacks)

@@ -1,14 +1,16 @@
 """The "model" Keras callbacks see under CallbackHook: a proxy over a TF1 graph and its session.
 
-One :class:`GraphState` per hook holds the session and the graph ops; each callback gets its own
-:class:`ModelProxy` (so an unsupported attribute error can name the callback). Everything a
-built-in callback reads is answered from the graph; anything else raises
-:class:`UnsupportedModelAttributeError`.
+One :class:`GraphState` per hook holds the session and the graph ops; one :class:`ModelProxy`
+per hook is every callback's model, as Keras gives every callback the same model (``History``
+sets ``model.history`` for the others to read; an attribute one callback sets, another sees).
+Everything a built-in callback reads is answered from the graph; anything else raises
+:class:`UnsupportedModelAttributeError`, naming the callback found running on the stack.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -276,7 +278,12 @@ def _keras_package(callback: Any) -> Any:
         root = klass.__module__.split(".")[0]
         if root in ("keras", "tf_keras"):
             return importlib.import_module(root)
-    return importlib.import_module("keras")
+    return _default_package()
+
+
+def _default_package() -> Any:
+    """The package ``tf.keras`` is (tf_keras under ``TF_USE_LEGACY_KERAS=1``)."""
+    return importlib.import_module(tf.keras.__name__.split(".")[0])
 
 
 _OPTIMIZER_CLASSES: dict = {}
@@ -311,12 +318,29 @@ class _ScheduleMixin:
         return {}
 
 
+def _accessing_callback(callbacks: Sequence[Any]) -> str:
+    """The name of the callback whose code is running (for error messages): the model and its
+    optimizer are shared by every callback, as in Keras, so the caller is found on the stack."""
+    frame = inspect.currentframe()
+    ids = {id(cb) for cb in callbacks}
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not None and id(owner) in ids:
+            return type(owner).__name__
+        frame = frame.f_back
+    return " / ".join(dict.fromkeys(type(cb).__name__ for cb in callbacks)) or "(none)"
+
+
 class _OptimizerMixin:
     __setattr__ = object.__setattr__
 
-    def __init__(self, state: GraphState, callback: str) -> None:  # no Keras __init__: no vars
+    def __init__(self, state: GraphState, callbacks: list) -> None:  # no Keras __init__: no vars
         object.__setattr__(self, "_hb_state", state)
-        object.__setattr__(self, "_hb_callback", callback)
+        object.__setattr__(self, "_hb_callbacks", callbacks)
+
+    @property
+    def _hb_callback(self) -> str:
+        return _accessing_callback(self._hb_callbacks)
 
     def _hb_lr_state(self, attribute: str) -> GraphState:
         state = self._hb_state
@@ -389,7 +413,7 @@ class _OptimizerMixin:
         raise UnsupportedModelAttributeError(self._hb_callback, "model.optimizer", attribute)
 
     def __repr__(self) -> str:
-        return f"<GraphOptimizer for {self._hb_callback}>"
+        return f"<hookbridge GraphOptimizer {self.name!r}>"
 
 
 class ModelProxy:
@@ -406,13 +430,23 @@ class ModelProxy:
         "name": "graph",
     }
 
-    def __init__(self, state: GraphState, callback: Any) -> None:
+    def __init__(self, state: GraphState, callbacks: Sequence[Any]) -> None:
         d = self.__dict__
         d["_hb_state"] = state
-        d["_hb_callback"] = type(callback).__name__
-        d["_hb_package"] = _keras_package(callback)
+        d["_hb_callbacks"] = callbacks = list(callbacks)
+        d["_hb_package"] = _keras_package(callbacks[0]) if callbacks else _default_package()
         d["_hb_counters"] = None
-        d["optimizer"] = _optimizer_class(d["_hb_package"])(state, d["_hb_callback"])
+        d["optimizer"] = _optimizer_class(d["_hb_package"])(state, callbacks)
+        warn_name_based_directions(callbacks, state.metric_directions)
+
+    @property
+    def _hb_callback(self) -> str:
+        return _accessing_callback(self._hb_callbacks)
+
+    def for_session(self) -> ModelProxy:
+        """The model for a new session (a new ``fit``): the same object, batch counters reset."""
+        self.__dict__["_hb_counters"] = None
+        return self
 
     # stop_training is shared: any callback's stop is the hook's stop.
     @property
@@ -502,4 +536,4 @@ class ModelProxy:
         raise UnsupportedModelAttributeError(self._hb_callback, "model", attribute)
 
     def __repr__(self) -> str:
-        return f"<hookbridge graph model proxy for {self._hb_callback}>"
+        return "<hookbridge graph model proxy>"

@@ -360,3 +360,53 @@ def test_rate_computed_from_a_placeholder_is_refused():
 
     with pytest.raises(ValueError, match="computed from the placeholder 'base_lr'"):
         bridged_run([keras.callbacks.History()], build=build)
+
+
+# -- item 5: one model for every callback ----------------------------------------------------------
+class Sets(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.model.shared_note = "set by Sets"
+
+
+class Reads(keras.callbacks.Callback):
+    """Listed after History and Sets: sees what they set on the model."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        history = getattr(self.model, "history", None)
+        self.seen.append(
+            (
+                self.model.shared_note,
+                None if history is None else list(history.epoch),
+                None if history is None else sorted(history.history),
+            )
+        )
+
+
+def test_one_model_shared_by_every_callback_as_native():
+    def callbacks():
+        return [keras.callbacks.History(), Sets(), Reads(), keras.callbacks.CSVLogger(
+            "/dev/null")]
+
+    native = callbacks()
+    native_fit(native, epochs=2)
+    bridged = callbacks()
+    bridged_run(bridged, epochs=2)
+    assert len({id(cb.model) for cb in native}) == 1
+    assert len({id(cb.model) for cb in bridged}) == 1
+    assert bridged[2].seen == native[2].seen
+    if KERAS3:  # Keras 3's History sets model.history at each epoch end
+        assert native[2].seen == [("set by Sets", [0], ["loss"]), ("set by Sets", [0, 1], ["loss"])]
+    assert bridged[0].model.stop_training is False
+
+
+def test_shared_model_errors_still_name_the_callback():
+    class Curious(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.model.compiled_loss  # noqa: B018
+
+    with pytest.raises(hookbridge.UnsupportedModelAttributeError, match="Curious accessed"):
+        bridged_run([keras.callbacks.History(), Curious()], epochs=1)

@@ -115,6 +115,29 @@ def metric_direction(metric: Any) -> str | None:
     return getattr(metric, "_direction", None)
 
 
+#: TF1 optimizers keep each constructor argument ``x`` as the private attribute ``_x``, except
+#: these (``AdamOptimizer`` keeps ``learning_rate`` as ``_lr``).
+_TF1_OPTIMIZER_ALIASES = {"learning_rate": ("_learning_rate", "_lr")}
+
+
+def tf1_optimizer_settings(optimizer: Any) -> dict[str, Any]:
+    """The constructor arguments of a ``tf.compat.v1.train.Optimizer`` (private attributes).
+
+    Returns name -> value for each argument of ``type(optimizer).__init__`` found on the
+    instance (``learning_rate`` may be a tensor or variable); ``tests/test_tfcompat.py`` checks
+    them on the built-in optimizers.
+    """
+    import inspect
+
+    settings: dict[str, Any] = {}
+    for name in list(inspect.signature(type(optimizer).__init__).parameters)[1:]:
+        for attribute in _TF1_OPTIMIZER_ALIASES.get(name, ("_" + name,)):
+            if hasattr(optimizer, attribute):
+                settings[name] = getattr(optimizer, attribute)
+                break
+    return settings
+
+
 class _ContextObjects:
     """The eager context and two of its objects, looked up once per scope object (again only if
     TF replaces its context): its per-thread data (one object; per-thread inside) and its

@@ -112,6 +112,10 @@ class CallbackHook(SessionRunHook):
             names get the direction Keras 3 gives them when compiled as metrics (``acc``,
             ``auc``, ``precision``: maximize; ``mae``: minimize). tf_keras / Keras 2 callbacks
             decide from the name alone, natively too: a declaration they contradict warns.
+        optimizer: the ``tf.compat.v1.train.Optimizer`` the train op was built with: its name
+            and settings for ``model.optimizer.name`` / ``get_config()``, its variables for
+            ``model.summary()``, and its learning rate when ``learning_rate`` is not given
+            (if that rate is a tensor or variable).
 
     Raises:
         TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
@@ -151,6 +155,7 @@ class CallbackHook(SessionRunHook):
         epochs: int | None = None,
         verbose: int = 1,
         metric_directions: Mapping[str, str] | None = None,
+        optimizer: Any = None,
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -173,7 +178,7 @@ class CallbackHook(SessionRunHook):
         self._logs = dict(logs)
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
-        self._state = GraphState(variables, learning_rate, metric_directions)
+        self._state = GraphState(variables, learning_rate, metric_directions, optimizer)
         self._model = ModelProxy(self._state, self.callbacks)  # one model for every callback
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._callback_hook import summary as _summary
 from hookbridge._callback_hook import weights as _weights
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
 from hookbridge._callback_hook.rate import LearningRate
@@ -35,7 +36,16 @@ class GraphState:
         variables: Sequence[Any] | None,
         learning_rate: Any,
         metric_directions: Mapping[str, str] | None = None,
+        optimizer: Any = None,
     ) -> None:
+        if optimizer is not None and not isinstance(optimizer, tf.compat.v1.train.Optimizer):
+            raise TypeError(
+                "CallbackHook: optimizer must be the tf.compat.v1.train.Optimizer the graph's "
+                f"train op was built with, received {optimizer!r} of type "
+                f"{type(optimizer).__name__}."
+            )
+        self.optimizer = optimizer
+        self.optimizer_variables: list = []
         self._variables_arg = variables
         self._learning_rate_arg = learning_rate
         self.metric_directions = check_metric_directions(metric_directions)
@@ -47,6 +57,7 @@ class GraphState:
         self.lr: LearningRate | None = None
         self.warned_lr_ignored = False
         self.warned_lr_lag = False
+        self.trainable_ids: set[int] = set()
         self.global_step: Any = None
         self.log_names: list[str] = []
 
@@ -59,12 +70,22 @@ class GraphState:
         else:
             self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
         self.global_step = tf.compat.v1.train.get_global_step(graph)
-        self.lr = (
-            None
-            if self._learning_rate_arg is None
-            else LearningRate(graph, self._learning_rate_arg)
-        )
+        lr_arg = self._learning_rate_arg
+        if lr_arg is None and self.optimizer is not None:  # the optimizer's own rate, if a tensor
+            lr_arg = _tfcompat.tf1_optimizer_settings(self.optimizer).get("learning_rate")
+            if getattr(lr_arg, "graph", None) is not graph:
+                lr_arg = None
+        self.lr = None if lr_arg is None else LearningRate(graph, lr_arg)
         self.learning_rate = None if self.lr is None else self.lr.tensor
+        self.optimizer_variables = [self.global_step] if self.global_step is not None else []
+        if self.lr is not None and self.lr.settable:
+            self.optimizer_variables.append(self.lr.tensor)
+        if self.optimizer is not None:
+            with graph.as_default():
+                self.optimizer_variables += list(self.optimizer.variables())
+        self.trainable_ids = {
+            id(v) for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+        }
         with graph.as_default(), tf.name_scope(_SCOPE):
             self._feeds = [
                 tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in self.variables
@@ -400,7 +421,21 @@ class _OptimizerMixin:
 
     @property
     def name(self) -> str:
-        return "graph_optimizer"
+        optimizer = self._hb_state.optimizer
+        return "graph_optimizer" if optimizer is None else optimizer.get_name()
+
+    def get_config(self) -> dict:
+        """``name``, the current ``learning_rate`` (when known) and, with
+        ``CallbackHook(optimizer=...)``, the TF1 optimizer's other constructor arguments."""
+        state = self._hb_state
+        config: dict[str, Any] = {"name": self.name}
+        if state.lr is not None and state.session is not None:
+            config["learning_rate"] = state.get_lr()
+        if state.optimizer is not None:
+            for key, value in _tfcompat.tf1_optimizer_settings(state.optimizer).items():
+                if isinstance(value, (bool, int, float, str)) and key not in config:
+                    config[key] = value
+        return config
 
     def __getattr__(self, attribute: str) -> Any:
         # Also reached when a property above raised (Python retries here): re-raise its error.
@@ -494,6 +529,47 @@ class ModelProxy:
                 "'.weights.h5', and hookbridge.load_weights to load it back.",
             )
         self._hb_state.save_weights(path)
+
+    def count_params(self) -> int:
+        """Scalars in the hook's ``variables`` (Keras: in ``model.weights``)."""
+        return _summary.count(self._hb_state.variables)
+
+    def summary(
+        self,
+        line_length: int | None = None,
+        positions: Any = None,
+        print_fn: Any = None,
+        expand_nested: bool = False,
+        show_trainable: bool = False,
+        layer_range: Any = None,
+    ) -> None:
+        """Keras's summary table with one row per variable of ``variables`` (no layers).
+
+        ``positions`` and ``expand_nested`` change nothing (no nested layers); ``layer_range``
+        names layers, which a graph lacks: an error.
+        """
+        if layer_range is not None:
+            raise UnsupportedModelAttributeError(
+                self._hb_callback, "model", "summary(layer_range=...)", "A graph has no layers."
+            )
+        state = self._hb_state
+        _summary.render(
+            keras3=is_keras3(self._hb_package),
+            variables=state.variables,
+            trainable=state.trainable_ids,
+            optimizer_variables=state.optimizer_variables,
+            line_length=line_length,
+            show_trainable=show_trainable,
+            print_fn=print_fn,
+        )
+
+    def get_config(self) -> dict:
+        """What Keras's ``Model().get_config()`` gives a model without layers or arguments
+        (``name``, ``trainable``, ``dtype``), named ``"graph"``: the graph is not serializable."""
+        with _tfcompat.eager():
+            config = dict(self._hb_package.Model().get_config())
+        config["name"] = "graph"
+        return config
 
     @property
     def metrics(self) -> list:

@@ -69,7 +69,7 @@ def bridged_run(
         lr = tf.compat.v1.get_variable("lr", initializer=0.1, trainable=False)
         with tf.control_dependencies([gs.read_value()]):
             train = tf.group(tf.compat.v1.assign_add(w, tf.ones([3, 1])), gs.assign_add(1))
-        extra = build({"gs": gs, "w": w}) if build else {}
+        extra = build({"gs": gs, "w": w, "lr": lr}) if build else {}
         hook = hookbridge.CallbackHook(
             callbacks,
             logs=logs,
@@ -410,3 +410,82 @@ def test_shared_model_errors_still_name_the_callback():
 
     with pytest.raises(hookbridge.UnsupportedModelAttributeError, match="Curious accessed"):
         bridged_run([keras.callbacks.History(), Curious()], epochs=1)
+
+
+# -- item 6: summary, count_params, get_config -----------------------------------------------------
+class Describes(keras.callbacks.Callback):
+    """A third-party experiment logger: records the model summary and optimizer params (at the
+    epoch end: Keras 3 builds its optimizer, whose variables the summary counts, at the first
+    step; a TF1 graph has its optimizer's variables before the session starts)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        lines = []
+        self.model.summary(print_fn=lambda text, **kwargs: lines.append(text))
+        self.summary = "\n".join(lines)
+        self.params = self.model.count_params()
+        self.optimizer_config = self.model.optimizer.get_config()
+        self.model_config = self.model.get_config()
+
+
+def _totals(summary):
+    return [
+        line.strip()
+        for line in summary.splitlines()
+        if line.strip().startswith(("Total params", "Trainable params", "Non-trainable params",
+                                    "Optimizer params"))
+    ]
+
+
+def test_summary_count_params_and_configs_as_native():
+    native = Describes()
+    native_fit([native], epochs=1, optimizer=keras.optimizers.SGD(0.1, momentum=0.9))
+    bridged = Describes()
+
+    def build(t):  # the native model's Dense(1) on 3 inputs: kernel (3, 1), bias (1,)
+        b = tf.compat.v1.get_variable("b", initializer=tf.zeros([1]))
+        optimizer = tf.compat.v1.train.MomentumOptimizer(t["lr"], 0.9)
+        optimizer.minimize(tf.reduce_sum(t["w"]) + tf.reduce_sum(b))
+        return {"optimizer": optimizer, "learning_rate": None}
+
+    bridged_run([bridged], epochs=1, build=build)
+    assert bridged.params == native.params == 4
+    native_totals, bridged_totals = _totals(native.summary), _totals(bridged.summary)
+    if KERAS3:
+        # Keras 3 counts its optimizer's variables (iterations, learning rate, momentums);
+        # the bridged ones: global step, learning-rate variable, the TF1 optimizer's slots
+        assert native_totals == [
+            "Total params: 10 (44.00 B)",
+            "Trainable params: 4 (16.00 B)",
+            "Non-trainable params: 0 (0.00 B)",
+            "Optimizer params: 6 (28.00 B)",
+        ]
+    assert bridged_totals == native_totals
+    assert "w (float32)" in bridged.summary and "(3, 1)" in bridged.summary
+    assert bridged.optimizer_config["name"] == "Momentum"
+    assert bridged.optimizer_config["learning_rate"] == pytest.approx(
+        native.optimizer_config["learning_rate"]
+    )
+    assert bridged.optimizer_config["momentum"] == pytest.approx(
+        native.optimizer_config["momentum"]
+    )
+    native_model_config = keras.Model().get_config()
+    assert sorted(bridged.model_config) == sorted(native_model_config)
+    assert bridged.model_config["name"] == "graph" and bridged.model_config["trainable"] is True
+
+
+def test_summary_without_optimizer_and_what_stays_unsupported(capsys):
+    seen = {}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.model.summary()
+            seen["config"] = self.model.optimizer.get_config()
+            with pytest.raises(hookbridge.UnsupportedModelAttributeError, match="no layers"):
+                self.model.summary(layer_range=["a", "b"])
+            with pytest.raises(hookbridge.UnsupportedModelAttributeError, match="to_json"):
+                self.model.to_json()
+
+    bridged_run([Probe()], epochs=1, learning_rate=None)
+    out = capsys.readouterr().out
+    assert 'Model: "graph"' in out and "Trainable params: 3 " in out
+    assert seen["config"] == {"name": "graph_optimizer"}

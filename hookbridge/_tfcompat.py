@@ -138,6 +138,22 @@ def tf1_optimizer_settings(optimizer: Any) -> dict[str, Any]:
     return settings
 
 
+#: The op TF 2 leaves in a graph for a ``tf.summary.*`` call made while no default writer was
+#: set (the call becomes a constant ``False``): ``<name>/write_summary/Const``. An op name, not an
+#: API: tests/test_tfcompat.py pins it.
+UNBOUND_SUMMARY_OP_SUFFIX = "write_summary/Const"
+
+
+def unbound_summary_ops(graph: tf.Graph) -> list[str]:
+    """Names of ``tf.summary.*`` calls in ``graph`` that were made without a default writer."""
+    suffix = "/" + UNBOUND_SUMMARY_OP_SUFFIX
+    return [
+        op.name[: -len(suffix)]
+        for op in graph.get_operations()
+        if op.type == "Const" and op.name.endswith(suffix)
+    ]
+
+
 class _ContextObjects:
     """The eager context and two of its objects, looked up once per scope object (again only if
     TF replaces its context): its per-thread data (one object; per-thread inside) and its

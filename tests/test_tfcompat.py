@@ -223,3 +223,15 @@ def test_tf1_optimizer_settings_still_found():
                 f"{key!r}: update _tfcompat.tf1_optimizer_settings"
             )
         assert settings["name"] == optimizer.get_name()
+
+
+def test_unbound_summary_op_name_still_left_by_tf_summary():
+    """CallbackHook warns about tf.summary calls built without a writer by finding this op."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.summary.scalar("inside", tf.constant(1.0), step=0)
+        tf.identity(tf.constant(2.0), name="other")
+    assert _tfcompat.unbound_summary_ops(g) == ["inside"], (
+        f"TF {tf.__version__} no longer leaves '<name>/{_tfcompat.UNBOUND_SUMMARY_OP_SUFFIX}' "
+        "for a tf.summary call without a writer: update _tfcompat.unbound_summary_ops"
+    )

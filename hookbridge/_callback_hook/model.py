@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._callback_hook import graph_summaries as _graph_summaries
 from hookbridge._callback_hook import summary as _summary
 from hookbridge._callback_hook import weights as _weights
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
@@ -60,10 +61,12 @@ class GraphState:
         self.trainable_ids: set[int] = set()
         self.global_step: Any = None
         self.log_names: list[str] = []
+        self.graph: tf.Graph | None = None
 
     def build(self, graph: tf.Graph, log_names: list[str]) -> None:
         """Called from ``begin()``: resolves variables, builds the assign ops (graph not final)."""
         self.log_names = log_names
+        self.graph = graph
         self.stop_training = False
         if self._variables_arg is None:
             self.variables = list(graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES))
@@ -479,8 +482,11 @@ class ModelProxy:
         return _accessing_callback(self._hb_callbacks)
 
     def for_session(self) -> ModelProxy:
-        """The model for a new session (a new ``fit``): the same object, batch counters reset."""
+        """The model for a new session (a new ``fit``): the same object, batch counters reset.
+        Warns if TensorBoard would record summaries the graph cannot give it (see
+        graph_summaries)."""
         self.__dict__["_hb_counters"] = None
+        _graph_summaries.warn_unrecorded(self._hb_state.graph, self._hb_callbacks)
         return self
 
     # stop_training is shared: any callback's stop is the hook's stop.

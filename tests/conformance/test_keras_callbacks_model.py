@@ -489,3 +489,63 @@ def test_summary_without_optimizer_and_what_stays_unsupported(capsys):
     out = capsys.readouterr().out
     assert 'Model: "graph"' in out and "Trainable params: 3 " in out
     assert seen["config"] == {"name": "graph_optimizer"}
+
+
+# -- item 8: summaries written inside the model ----------------------------------------------------
+def _train_tags(logdir):
+    import os
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(os.path.join(logdir, "train"))
+    acc.Reload()
+    return set(acc.Tags()["tensors"]) | set(acc.Tags()["scalars"])
+
+
+@pytest.mark.parametrize("update_freq", ["epoch", "batch"])
+def test_summaries_inside_the_model_as_native_or_warned(tmp_path, update_freq):
+    class Writes(keras.layers.Layer):  # a layer that writes a summary during fit
+        def call(self, x):
+            tf.summary.scalar("inside_mean", tf.reduce_mean(x))
+            return x
+
+    model = keras.Sequential([keras.Input((3,)), Writes(), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    native_dir = str(tmp_path / "native")
+    model.fit(X, Y, batch_size=4, epochs=1, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(native_dir, update_freq=update_freq)])
+    # fit records it under the layer's scope, e.g. "sequential/writes/inside_mean"
+    native_records = any(t.endswith("inside_mean") for t in _train_tags(native_dir))
+    assert native_records == (update_freq == "batch")
+
+    bridged_dir = str(tmp_path / "bridged")
+
+    def build(t):  # the TF1 graph's model writes the same summary
+        tf.summary.scalar("inside_mean", tf.reduce_mean(t["w"]))
+        return {}
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bridged_run(
+            [keras.callbacks.TensorBoard(bridged_dir, update_freq=update_freq)],
+            epochs=1,
+            build=build,
+        )
+    unrecorded = [w for w in caught if "are not recorded in its train/ events" in str(w.message)]
+    # never recorded (docs/callbacks.md, TensorBoard row)
+    assert not any(t.endswith("inside_mean") for t in _train_tags(bridged_dir))
+    # the warning comes exactly when fit would have recorded it
+    assert len(unrecorded) == (1 if native_records else 0)
+    if unrecorded:
+        assert "inside_mean" in str(unrecorded[0].message)
+
+
+def test_v1_summaries_in_the_graph_are_named_in_the_warning(tmp_path):
+    def build(t):
+        tf.compat.v1.summary.scalar("w_sum", tf.reduce_sum(t["w"]))
+        return {}
+
+    with pytest.warns(UserWarning, match=r"1 tf.compat.v1.summary op\(s\) \(written by a Summ"):
+        bridged_run(
+            [keras.callbacks.TensorBoard(str(tmp_path), update_freq=1)], epochs=1, build=build
+        )

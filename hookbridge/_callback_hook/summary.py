@@ -62,7 +62,9 @@ def render(
         rows.append(row)
     train = [v for v in variables if id(v) in trainable]
     frozen = [v for v in variables if id(v) not in trainable]
-    units = ("B", "KB", "MB", "GB", "TB", "PB") if keras3 else ("Byte", "KB", "MB", "GB", "TB", "PB")
+    units = (
+        ("B", "KB", "MB", "GB", "TB", "PB") if keras3 else ("Byte", "KB", "MB", "GB", "TB", "PB")
+    )
     totals = [("Total", [*variables, *optimizer_variables] if keras3 else list(variables))]
     totals += [("Trainable", train), ("Non-trainable", frozen)]
     if keras3 and optimizer_variables:
@@ -115,10 +117,9 @@ def _keras2_lines(
     stops = [int(length * f) for f in fractions]
 
     def line(cells: list[str]) -> str:
-        text, start = "", 0
+        text = ""
         for cell, stop in zip(cells, stops):
             text = (text + " " + cell)[:stop].ljust(stop)
-            start = stop
         return text
 
     out = ['Model: "graph"', "_" * length, line(header), "=" * length]

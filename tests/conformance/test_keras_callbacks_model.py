@@ -126,8 +126,12 @@ def _decisions(cbs):
 
 def test_mode_auto_direction_as_native_fit(tmp_path):
     native = _monitor_callbacks(tmp_path, "native")
-    native_fit([cb for g in native.values() for cb in g], epochs=1, metrics=_metric_objects(),
-               validation=True)
+    native_fit(
+        [cb for g in native.values() for cb in g],
+        epochs=1,
+        metrics=_metric_objects(),
+        validation=True,
+    )
     bridged = _monitor_callbacks(tmp_path, "bridged")
     names = [n for n in MONITORED if not n.startswith("val_")]
     bridged_run(
@@ -305,8 +309,9 @@ def test_assigning_a_schedule_raises_where_keras_raises(name):
             bridged_run(
                 [trace, make()],
                 epochs=3,
-                build=lambda t: {"learning_rate": tf.compat.v1.train.polynomial_decay(
-                    0.1, t["gs"], 10)},
+                build=lambda t: {
+                    "learning_rate": tf.compat.v1.train.polynomial_decay(0.1, t["gs"], 10)
+                },
             )
         except TypeError as e:
             error = e
@@ -388,8 +393,7 @@ class Reads(keras.callbacks.Callback):
 
 def test_one_model_shared_by_every_callback_as_native():
     def callbacks():
-        return [keras.callbacks.History(), Sets(), Reads(), keras.callbacks.CSVLogger(
-            "/dev/null")]
+        return [keras.callbacks.History(), Sets(), Reads(), keras.callbacks.CSVLogger("/dev/null")]
 
     native = callbacks()
     native_fit(native, epochs=2)
@@ -431,8 +435,9 @@ def _totals(summary):
     return [
         line.strip()
         for line in summary.splitlines()
-        if line.strip().startswith(("Total params", "Trainable params", "Non-trainable params",
-                                    "Optimizer params"))
+        if line.strip().startswith(
+            ("Total params", "Trainable params", "Non-trainable params", "Optimizer params")
+        )
     ]
 
 
@@ -512,8 +517,14 @@ def test_summaries_inside_the_model_as_native_or_warned(tmp_path, update_freq):
     model = keras.Sequential([keras.Input((3,)), Writes(), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     native_dir = str(tmp_path / "native")
-    model.fit(X, Y, batch_size=4, epochs=1, verbose=0,
-              callbacks=[keras.callbacks.TensorBoard(native_dir, update_freq=update_freq)])
+    model.fit(
+        X,
+        Y,
+        batch_size=4,
+        epochs=1,
+        verbose=0,
+        callbacks=[keras.callbacks.TensorBoard(native_dir, update_freq=update_freq)],
+    )
     # fit records it under the layer's scope, e.g. "sequential/writes/inside_mean"
     native_records = any(t.endswith("inside_mean") for t in _train_tags(native_dir))
     assert native_records == (update_freq == "batch")

@@ -76,9 +76,11 @@ class CallbackHook(SessionRunHook):
     ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
 
     The callbacks' ``model`` is one proxy over the graph, shared by every callback and every
-    session of the hook as Keras shares its model (``History`` sets ``model.history``): ``stop_training`` (setting it requests a
-    stop), ``get_weights``/``set_weights``/``weights`` (``variables``),
-    ``optimizer.learning_rate`` (reads/assigns ``learning_rate``), ``optimizer.iterations`` (the
+    session of the hook as Keras shares its model (``History`` sets ``model.history``):
+    ``stop_training`` (setting it requests a stop), ``get_weights``/``set_weights``/``weights``
+    (``variables``), ``summary``/``count_params``/``get_config``,
+    ``optimizer.learning_rate`` (``learning_rate``), ``optimizer.get_config()``,
+    ``optimizer.iterations`` (the
     global step), ``save_weights``/``save`` (an ``.h5`` file or a TF checkpoint of ``variables``,
     loaded back by :func:`hookbridge.load_weights`), ``metrics`` (metric directions for
     ``mode="auto"``), ``layers`` (empty). Anything else raises
@@ -118,9 +120,12 @@ class CallbackHook(SessionRunHook):
             (if that rate is a tensor or variable).
 
     Raises:
-        TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
-        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), or
-            (in ``begin``) a log name missing from the graph, listing what is available.
+        TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor,
+            ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping.
+        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), a
+            ``metric_directions`` value other than ``"max"``/``"min"``, or (in ``begin``) a log
+            name missing from the graph (listing what is available), a ``learning_rate`` that
+            is not a scalar of the graph or is computed from a placeholder.
 
     Not forwarded:
         * Validation hooks (``on_test_*``): ``validation_fn`` supplies ``val_*`` values only.

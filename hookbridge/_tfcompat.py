@@ -115,6 +115,45 @@ def metric_direction(metric: Any) -> str | None:
     return getattr(metric, "_direction", None)
 
 
+#: TF1 optimizers keep each constructor argument ``x`` as the private attribute ``_x``, except
+#: these (``AdamOptimizer`` keeps ``learning_rate`` as ``_lr``).
+_TF1_OPTIMIZER_ALIASES = {"learning_rate": ("_learning_rate", "_lr")}
+
+
+def tf1_optimizer_settings(optimizer: Any) -> dict[str, Any]:
+    """The constructor arguments of a ``tf.compat.v1.train.Optimizer`` (private attributes).
+
+    Returns name -> value for each argument of ``type(optimizer).__init__`` found on the
+    instance (``learning_rate`` may be a tensor or variable); ``tests/test_tfcompat.py`` checks
+    them on the built-in optimizers.
+    """
+    import inspect
+
+    settings: dict[str, Any] = {}
+    for name in list(inspect.signature(type(optimizer).__init__).parameters)[1:]:
+        for attribute in _TF1_OPTIMIZER_ALIASES.get(name, ("_" + name,)):
+            if hasattr(optimizer, attribute):
+                settings[name] = getattr(optimizer, attribute)
+                break
+    return settings
+
+
+#: The op TF 2 leaves in a graph for a ``tf.summary.*`` call made while no default writer was
+#: set (the call becomes a constant ``False``): ``<name>/write_summary/Const``. An op name, not an
+#: API: tests/test_tfcompat.py pins it.
+UNBOUND_SUMMARY_OP_SUFFIX = "write_summary/Const"
+
+
+def unbound_summary_ops(graph: tf.Graph) -> list[str]:
+    """Names of ``tf.summary.*`` calls in ``graph`` that were made without a default writer."""
+    suffix = "/" + UNBOUND_SUMMARY_OP_SUFFIX
+    return [
+        op.name[: -len(suffix)]
+        for op in graph.get_operations()
+        if op.type == "Const" and op.name.endswith(suffix)
+    ]
+
+
 class _ContextObjects:
     """The eager context and two of its objects, looked up once per scope object (again only if
     TF replaces its context): its per-thread data (one object; per-thread inside) and its

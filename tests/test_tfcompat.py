@@ -195,3 +195,43 @@ def test_keras_private_markers_still_exist():
             "tf_keras moved Callback._implements_train_batch_hooks"
         )
         assert _tfcompat.implements_train_batch_hooks(keras.callbacks.TerminateOnNaN()) is True
+
+
+def test_tf1_optimizer_settings_still_found():
+    """CallbackHook's optimizer.get_config reads a TF1 optimizer's arguments from private
+    attributes: each built-in optimizer still keeps them under the expected names."""
+    train = tf.compat.v1.train
+    cases = {
+        train.GradientDescentOptimizer(0.1): {"learning_rate": 0.1, "use_locking": False},
+        train.MomentumOptimizer(0.1, 0.9, use_nesterov=True): {
+            "learning_rate": 0.1,
+            "momentum": 0.9,
+            "use_nesterov": True,
+        },
+        train.AdamOptimizer(0.01, beta1=0.8): {"learning_rate": 0.01, "beta1": 0.8, "beta2": 0.999},
+        train.RMSPropOptimizer(0.1, decay=0.8): {"learning_rate": 0.1, "decay": 0.8},
+        train.AdagradOptimizer(0.1, initial_accumulator_value=0.2): {
+            "learning_rate": 0.1,
+            "initial_accumulator_value": 0.2,
+        },
+    }
+    for optimizer, expected in cases.items():
+        settings = _tfcompat.tf1_optimizer_settings(optimizer)
+        for key, value in expected.items():
+            assert settings.get(key) == value, (
+                f"TF {tf.__version__} moved {type(optimizer).__name__}'s private attribute for "
+                f"{key!r}: update _tfcompat.tf1_optimizer_settings"
+            )
+        assert settings["name"] == optimizer.get_name()
+
+
+def test_unbound_summary_op_name_still_left_by_tf_summary():
+    """CallbackHook warns about tf.summary calls built without a writer by finding this op."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.summary.scalar("inside", tf.constant(1.0), step=0)
+        tf.identity(tf.constant(2.0), name="other")
+    assert _tfcompat.unbound_summary_ops(g) == ["inside"], (
+        f"TF {tf.__version__} no longer leaves '<name>/{_tfcompat.UNBOUND_SUMMARY_OP_SUFFIX}' "
+        "for a tf.summary call without a writer: update _tfcompat.unbound_summary_ops"
+    )

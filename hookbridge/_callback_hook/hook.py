@@ -75,9 +75,12 @@ class CallbackHook(SessionRunHook):
     the fetched tensors within the epoch, epoch logs the epoch mean plus ``val_<name>`` from
     ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
 
-    The callbacks' ``model`` is a proxy over the graph: ``stop_training`` (setting it requests a
-    stop), ``get_weights``/``set_weights``/``weights`` (``variables``),
-    ``optimizer.learning_rate`` (reads/assigns ``learning_rate``), ``optimizer.iterations`` (the
+    The callbacks' ``model`` is one proxy over the graph, shared by every callback and every
+    session of the hook as Keras shares its model (``History`` sets ``model.history``):
+    ``stop_training`` (setting it requests a stop), ``get_weights``/``set_weights``/``weights``
+    (``variables``), ``summary``/``count_params``/``get_config``,
+    ``optimizer.learning_rate`` (``learning_rate``), ``optimizer.get_config()``,
+    ``optimizer.iterations`` (the
     global step), ``save_weights``/``save`` (an ``.h5`` file or a TF checkpoint of ``variables``,
     loaded back by :func:`hookbridge.load_weights`), ``metrics`` (metric directions for
     ``mode="auto"``), ``layers`` (empty). Anything else raises
@@ -93,18 +96,36 @@ class CallbackHook(SessionRunHook):
         validation_fn: ``validation_fn(session) -> dict`` called at each epoch end (``session``
             is the raw ``tf.compat.v1.Session``: running it triggers no hook); its values are
             added to the epoch logs as ``val_<name>``.
-        learning_rate: the graph's learning-rate ``tf.Variable`` (or its name), read and assigned
-            by ``model.optimizer.learning_rate`` (ReduceLROnPlateau, LearningRateScheduler).
+        learning_rate: the graph's learning rate (or its name), read by
+            ``model.optimizer.learning_rate`` (TensorBoard's ``epoch_learning_rate``): a
+            ``tf.Variable`` (also assigned: ReduceLROnPlateau, LearningRateScheduler), a tensor
+            such as ``tf.compat.v1.train.polynomial_decay(...)`` (its value at the current
+            global step; not assignable, as a Keras ``LearningRateSchedule``: Keras 3 callbacks
+            that assign it raise Keras's TypeError), or a placeholder fed with each run (the
+            value the latest run was fed).
         variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
             names); default: the graph's trainable variables.
         epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
             ``steps_per_epoch`` is ``None``, else 0 (unknown).
         verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
+        metric_directions: log name -> ``"max"`` or ``"min"``: the direction ``mode="auto"``
+            monitor callbacks (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) use for a
+            name Keras 3 cannot infer (``{"my_score": "max"}``; ``val_my_score`` follows). Other
+            names get the direction Keras 3 gives them when compiled as metrics (``acc``,
+            ``auc``, ``precision``: maximize; ``mae``: minimize). tf_keras / Keras 2 callbacks
+            decide from the name alone, natively too: a declaration they contradict warns.
+        optimizer: the ``tf.compat.v1.train.Optimizer`` the train op was built with: its name
+            and settings for ``model.optimizer.name`` / ``get_config()``, its variables for
+            ``model.summary()``, and its learning rate when ``learning_rate`` is not given
+            (if that rate is a tensor or variable).
 
     Raises:
-        TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
-        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), or
-            (in ``begin``) a log name missing from the graph, listing what is available.
+        TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor,
+            ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping.
+        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), a
+            ``metric_directions`` value other than ``"max"``/``"min"``, or (in ``begin``) a log
+            name missing from the graph (listing what is available), a ``learning_rate`` that
+            is not a scalar of the graph or is computed from a placeholder.
 
     Not forwarded:
         * Validation hooks (``on_test_*``): ``validation_fn`` supplies ``val_*`` values only.
@@ -138,6 +159,8 @@ class CallbackHook(SessionRunHook):
         variables: Sequence[Any] | None = None,
         epochs: int | None = None,
         verbose: int = 1,
+        metric_directions: Mapping[str, str] | None = None,
+        optimizer: Any = None,
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -160,7 +183,8 @@ class CallbackHook(SessionRunHook):
         self._logs = dict(logs)
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
-        self._state = GraphState(variables, learning_rate)
+        self._state = GraphState(variables, learning_rate, metric_directions, optimizer)
+        self._model = ModelProxy(self._state, self.callbacks)  # one model for every callback
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
@@ -171,6 +195,8 @@ class CallbackHook(SessionRunHook):
         graph = tf.compat.v1.get_default_graph()
         names, tensors = resolve(graph, self._logs)
         self._state.build(graph, names)
+        lr = self._state.lr  # a fed placeholder: its value is taken from each run's feed_dict
+        self._lr_fed = lr if lr is not None and lr.fed else None
         self._means = RunningMeans(names)
         self._epoch = 0
         self._batch = 0
@@ -180,12 +206,13 @@ class CallbackHook(SessionRunHook):
         self._epoch_logs: dict = {}
         self._started = False
         params = self.params
+        model = self._model.for_session()
         with dispatch.eager_context():
             for cb in self.callbacks:
                 if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
                     cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
                 cb.set_params(dict(params))
-                cb.set_model(ModelProxy(self._state, cb))
+                cb.set_model(model)
             # As Keras's CallbackList: which methods run is asked once params and model are set
             # (tf_keras's ProgbarLogger and TensorBoard decide it there).
             self._table = t = dispatch.build_table(self.callbacks)
@@ -220,6 +247,8 @@ class CallbackHook(SessionRunHook):
             dispatch.call(self._table["on_train_begin"], {})
 
     def before_run(self, run_context: Any) -> Any:
+        if self._lr_fed is not None:
+            self._lr_fed.take_feed(run_context.original_args.feed_dict)
         if not self._epoch_open:
             self._epoch_open = True
             self._batch, self._resume_batch = self._resume_batch, 0

@@ -1,24 +1,30 @@
 """The "model" Keras callbacks see under CallbackHook: a proxy over a TF1 graph and its session.
 
-One :class:`GraphState` per hook holds the session and the graph ops; each callback gets its own
-:class:`ModelProxy` (so an unsupported attribute error can name the callback). Everything a
-built-in callback reads is answered from the graph; anything else raises
-:class:`UnsupportedModelAttributeError`.
+One :class:`GraphState` per hook holds the session and the graph ops; one :class:`ModelProxy`
+per hook is every callback's model, as Keras gives every callback the same model (``History``
+sets ``model.history`` for the others to read; an attribute one callback sets, another sees).
+Everything a built-in callback reads is answered from the graph; anything else raises
+:class:`UnsupportedModelAttributeError`, naming the callback found running on the stack.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._callback_hook import graph_summaries as _graph_summaries
+from hookbridge._callback_hook import summary as _summary
 from hookbridge._callback_hook import weights as _weights
 from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
+from hookbridge._callback_hook.rate import LearningRate
 
 _SCOPE = "hookbridge_callback_hook"
 
@@ -26,30 +32,63 @@ _SCOPE = "hookbridge_callback_hook"
 class GraphState:
     """Graph ops and the live session shared by every callback's model proxy."""
 
-    def __init__(self, variables: Sequence[Any] | None, learning_rate: Any) -> None:
+    def __init__(
+        self,
+        variables: Sequence[Any] | None,
+        learning_rate: Any,
+        metric_directions: Mapping[str, str] | None = None,
+        optimizer: Any = None,
+    ) -> None:
+        if optimizer is not None and not isinstance(optimizer, tf.compat.v1.train.Optimizer):
+            raise TypeError(
+                "CallbackHook: optimizer must be the tf.compat.v1.train.Optimizer the graph's "
+                f"train op was built with, received {optimizer!r} of type "
+                f"{type(optimizer).__name__}."
+            )
+        self.optimizer = optimizer
+        self.optimizer_variables: list = []
         self._variables_arg = variables
         self._learning_rate_arg = learning_rate
+        self.metric_directions = check_metric_directions(metric_directions)
+        self._directions: dict[str, str | None] = {}
         self.session: Any = None
         self.stop_training = False
         self.variables: list = []
         self.learning_rate: Any = None
+        self.lr: LearningRate | None = None
+        self.warned_lr_ignored = False
+        self.warned_lr_lag = False
+        self.trainable_ids: set[int] = set()
         self.global_step: Any = None
         self.log_names: list[str] = []
+        self.graph: tf.Graph | None = None
 
     def build(self, graph: tf.Graph, log_names: list[str]) -> None:
         """Called from ``begin()``: resolves variables, builds the assign ops (graph not final)."""
         self.log_names = log_names
+        self.graph = graph
         self.stop_training = False
         if self._variables_arg is None:
             self.variables = list(graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES))
         else:
             self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
         self.global_step = tf.compat.v1.train.get_global_step(graph)
-        self.learning_rate = (
-            None
-            if self._learning_rate_arg is None
-            else _resolve_variable(graph, self._learning_rate_arg, "learning_rate")
-        )
+        lr_arg = self._learning_rate_arg
+        if lr_arg is None and self.optimizer is not None:  # the optimizer's own rate, if a tensor
+            lr_arg = _tfcompat.tf1_optimizer_settings(self.optimizer).get("learning_rate")
+            if getattr(lr_arg, "graph", None) is not graph:
+                lr_arg = None
+        self.lr = None if lr_arg is None else LearningRate(graph, lr_arg)
+        self.learning_rate = None if self.lr is None else self.lr.tensor
+        self.optimizer_variables = [self.global_step] if self.global_step is not None else []
+        if self.lr is not None and self.lr.settable:
+            self.optimizer_variables.append(self.lr.tensor)
+        if self.optimizer is not None:
+            with graph.as_default():
+                self.optimizer_variables += list(self.optimizer.variables())
+        self.trainable_ids = {
+            id(v) for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+        }
         with graph.as_default(), tf.name_scope(_SCOPE):
             self._feeds = [
                 tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in self.variables
@@ -57,10 +96,14 @@ class GraphState:
             self._assigns = [
                 tf.compat.v1.assign(v, p).op for v, p in zip(self.variables, self._feeds)
             ]
-            if self.learning_rate is not None:
-                lr = self.learning_rate
-                self._lr_feed = tf.compat.v1.placeholder(lr.dtype.base_dtype, lr.shape)
-                self._lr_assign = tf.compat.v1.assign(lr, self._lr_feed).op
+
+    def direction(self, package: Any, name: str) -> str | None:
+        """``"up"``/``"down"`` for log ``name``: declared, else as Keras 3 compiles it (cached)."""
+        if name in self.metric_directions:
+            return self.metric_directions[name]
+        if name not in self._directions:
+            self._directions[name] = compiled_metric_direction(package, name)
+        return self._directions[name]
 
     # -- reads/writes through the hook's session (never through MonitoredSession.run) --------
     def get_weights(self) -> list[np.ndarray]:
@@ -76,11 +119,10 @@ class GraphState:
         self.session.run(self._assigns, dict(zip(self._feeds, values)))
 
     def get_lr(self) -> float:
-        return float(self.session.run(self.learning_rate))
+        return self.lr.read(self.session)
 
     def set_lr(self, value: Any) -> None:
-        value = np.asarray(value, dtype=self.learning_rate.dtype.base_dtype.as_numpy_dtype)
-        self.session.run(self._lr_assign, {self._lr_feed: value})
+        self.lr.write(self.session, value)
 
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))
@@ -88,6 +130,77 @@ class GraphState:
     def save_weights(self, filepath: str) -> None:
         values = dict(zip((v.op.name for v in self.variables), self.get_weights()))
         _weights.write_weights(str(filepath), values)
+
+
+_DIRECTIONS = {"max": "up", "min": "down"}
+
+
+def check_metric_directions(value: Mapping[str, str] | None) -> dict[str, str]:
+    """``metric_directions`` (log name -> ``"max"``/``"min"``) as Keras 3 directions."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "CallbackHook: metric_directions must be a mapping of log name -> 'max' or 'min' "
+            f"(e.g. {{'my_score': 'max'}}), received {value!r} of type {type(value).__name__}."
+        )
+    out = {}
+    for name, mode in value.items():
+        if not isinstance(name, str) or mode not in _DIRECTIONS:
+            raise ValueError(
+                f"CallbackHook: metric_directions[{name!r}] = {mode!r}: expected a log name "
+                "(str) mapped to 'max' (greater is better) or 'min' (lower is better)."
+            )
+        out[name.removeprefix("val_")] = _DIRECTIONS[mode]
+    return out
+
+
+def compiled_metric_direction(package: Any, name: str) -> str | None:
+    """The direction Keras 3 gives metric ``name`` in a model compiled with ``metrics=[name]``.
+
+    As Keras 3's ``compile`` builds it (``compile_utils.get_metric``): ``"acc"``/``"accuracy"``
+    become one of the accuracy metrics (all ``"up"``); any other name is looked up with
+    ``keras.metrics.get`` and a plain function is wrapped in ``MeanMetricWrapper`` (which gives
+    Keras's loss functions ``"down"``). ``None`` when Keras would not know the name either.
+    """
+    if name.lower() in ("acc", "accuracy"):
+        metric: Any = package.metrics.BinaryAccuracy(name=name)
+    else:
+        try:
+            metric = package.metrics.get(name)
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(metric, package.metrics.Metric):
+            metric = package.metrics.MeanMetricWrapper(metric, name=name)
+    return _tfcompat.metric_direction(metric)
+
+
+def warn_name_based_directions(callbacks: Sequence[Any], directions: Mapping[str, str]) -> None:
+    """Warns when a tf_keras / Keras 2 monitor callback ignores a declared direction.
+
+    Those callbacks decide ``mode="auto"`` from the monitor's name alone (``"acc"`` in it:
+    maximize), never asking the model, natively as here; a declared ``metric_directions``
+    entry they contradict would be silently unused.
+    """
+    for cb in callbacks:
+        name = str(getattr(cb, "monitor", "")).removeprefix("val_")
+        op = getattr(cb, "monitor_op", None)
+        # (tf_keras keeps ``mode`` only on ReduceLROnPlateau: the others are checked whatever it was)
+        if name not in directions or getattr(cb, "mode", "auto") != "auto" or op is None:
+            continue
+        if is_keras3(_keras_package(cb)):
+            continue  # Keras 3 decides from model.metrics, which holds the declaration
+        decided = "up" if bool(op(1.0, 0.0)) else "down"
+        if decided != directions[name]:
+            mode = "max" if directions[name] == "up" else "min"
+            warnings.warn(
+                f"CallbackHook: {type(cb).__name__}(monitor={cb.monitor!r}) will "
+                f"{'maximize' if decided == 'up' else 'minimize'} it: tf_keras / Keras 2 "
+                "callbacks choose the direction from the name alone (or their mode) and ignore "
+                f"metric_directions[{name!r}]. Pass mode={mode!r} to the callback.",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
@@ -113,20 +226,58 @@ def _resolve_variable(graph: tf.Graph, value: Any, arg: str) -> Any:
     return value
 
 
+#: Keras 3's own message (``BaseOptimizer.learning_rate``'s setter) for a schedule's rate.
+KERAS3_SCHEDULE_NOT_SETTABLE = (
+    "This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+    "constructor argument, hence its learning rate is not settable. If you need the learning "
+    "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+    "argument."
+)
+
+
 class _Value(float):
-    """A learning-rate value readable as a float and writable the way Keras writes variables."""
+    """A learning-rate value as Keras callbacks read it (``float()``, ``.numpy()``, ``.dtype``,
+    ``.shape == ()``) and write it (``.assign``, which ``backend.set_value`` calls)."""
+
+    shape = tf.TensorShape([])
 
     def __new__(cls, state: GraphState) -> _Value:  # noqa: PYI034
         obj = super().__new__(cls, state.get_lr())
         obj._state = state
-        obj.dtype = state.learning_rate.dtype.base_dtype
+        obj.dtype = state.lr.dtype
         return obj
 
     def assign(self, value: Any) -> None:
-        self._state.set_lr(value)
+        _write_lr(self._state, value, keras3=False)
 
     def numpy(self) -> np.ndarray:
         return np.asarray(float(self), dtype=self.dtype.as_numpy_dtype)
+
+
+def _write_lr(state: GraphState, value: Any, *, keras3: bool) -> None:
+    """Assigns the learning rate; a tensor's (a schedule's) cannot be, as in Keras.
+
+    Keras 3 raises its TypeError. tf_keras / Keras 2 accept the assignment to the variable their
+    optimizer copies the schedule's value into, and overwrite it before the next step: natively
+    it has no effect, here neither, and a warning says so.
+    """
+    if state.lr.settable:
+        state.set_lr(value)
+    elif keras3:
+        raise TypeError(
+            KERAS3_SCHEDULE_NOT_SETTABLE + " (CallbackHook: learning_rate= is a tensor, not a "
+            "tf.Variable; pass a variable to make it settable.)"
+        )
+    elif not state.warned_lr_ignored:
+        state.warned_lr_ignored = True
+        warnings.warn(
+            f"CallbackHook: a callback assigned the learning rate {float(value)!r}, but "
+            f"learning_rate= is the tensor {state.lr.tensor.name!r} (a schedule), which cannot "
+            "be assigned: the assignment is ignored, as tf_keras / Keras 2 overwrite it with the "
+            "schedule's value before the next step. Pass a tf.Variable to make it settable.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class _Step(int):
@@ -139,9 +290,24 @@ class _Step(int):
         return np.int64(self)
 
 
+def is_keras3(package: Any) -> bool:
+    """Whether ``package`` (a callback's Keras package) is Keras 3."""
+    return package.__name__ == "keras" and hasattr(package, "ops")
+
+
 def _keras_package(callback: Any) -> Any:
-    root = type(callback).__module__.split(".")[0]
-    return importlib.import_module(root if root in ("keras", "tf_keras") else "keras")
+    """The Keras package ``callback`` belongs to: that of its first Keras base class (a user's
+    subclass of ``tf.keras.callbacks.Callback`` on tf_keras is a tf_keras callback)."""
+    for klass in type(callback).__mro__:
+        root = klass.__module__.split(".")[0]
+        if root in ("keras", "tf_keras"):
+            return importlib.import_module(root)
+    return _default_package()
+
+
+def _default_package() -> Any:
+    """The package ``tf.keras`` is (tf_keras under ``TF_USE_LEGACY_KERAS=1``)."""
+    return importlib.import_module(tf.keras.__name__.split(".")[0])
 
 
 _OPTIMIZER_CLASSES: dict = {}
@@ -156,7 +322,9 @@ def _optimizer_class(package: Any) -> type:
         schedule_base = package.optimizers.schedules.LearningRateSchedule
         schedule = type("GraphLearningRate", (_ScheduleMixin, schedule_base), {})
         _OPTIMIZER_CLASSES[key] = type(
-            "GraphOptimizer", (_OptimizerMixin, base), {"_schedule_class": schedule}
+            "GraphOptimizer",
+            (_OptimizerMixin, base),
+            {"_schedule_class": schedule, "_hb_keras3": is_keras3(package)},
         )
     return _OPTIMIZER_CLASSES[key]
 
@@ -174,12 +342,29 @@ class _ScheduleMixin:
         return {}
 
 
+def _accessing_callback(callbacks: Sequence[Any]) -> str:
+    """The name of the callback whose code is running (for error messages): the model and its
+    optimizer are shared by every callback, as in Keras, so the caller is found on the stack."""
+    frame = inspect.currentframe()
+    ids = {id(cb) for cb in callbacks}
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not None and id(owner) in ids:
+            return type(owner).__name__
+        frame = frame.f_back
+    return " / ".join(dict.fromkeys(type(cb).__name__ for cb in callbacks)) or "(none)"
+
+
 class _OptimizerMixin:
     __setattr__ = object.__setattr__
 
-    def __init__(self, state: GraphState, callback: str) -> None:  # no Keras __init__: no vars
+    def __init__(self, state: GraphState, callbacks: list) -> None:  # no Keras __init__: no vars
         object.__setattr__(self, "_hb_state", state)
-        object.__setattr__(self, "_hb_callback", callback)
+        object.__setattr__(self, "_hb_callbacks", callbacks)
+
+    @property
+    def _hb_callback(self) -> str:
+        return _accessing_callback(self._hb_callbacks)
 
     def _hb_lr_state(self, attribute: str) -> GraphState:
         state = self._hb_state
@@ -188,18 +373,35 @@ class _OptimizerMixin:
                 self._hb_callback,
                 "model.optimizer",
                 attribute,
-                "Pass CallbackHook(..., learning_rate=<the graph's learning-rate tf.Variable>) "
-                "and build the TF1 optimizer on that variable.",
+                "Pass CallbackHook(..., learning_rate=<the graph's learning-rate tf.Variable, "
+                "or a tensor such as tf.compat.v1.train.exponential_decay(...)>), the rate the "
+                "TF1 optimizer was built with.",
             )
         return state
 
     @property
-    def learning_rate(self) -> _Value:
-        return _Value(self._hb_lr_state("learning_rate"))
+    def learning_rate(self) -> Any:
+        """As Keras's: a variable's value (readable and assignable); a tensor's (a schedule's)
+        value is Keras 3's scalar tensor, or tf_keras's assignable value."""
+        state = self._hb_lr_state("learning_rate")
+        if self._hb_keras3 and not state.lr.settable:
+            with _tfcompat.eager():
+                return tf.constant(state.get_lr(), state.lr.dtype)
+        if not state.lr.settable and not state.lr.fed and not state.warned_lr_lag:
+            state.warned_lr_lag = True
+            warnings.warn(
+                "CallbackHook: model.optimizer.learning_rate of a schedule tensor is its value "
+                "at the current global step (Keras 3's value, and what tf_keras's TensorBoard "
+                "logs); a native tf_keras / Keras 2 optimizer returns the rate its last step "
+                "used, one step behind. See docs/limits.md.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return _Value(state)
 
     @learning_rate.setter
     def learning_rate(self, value: Any) -> None:
-        self._hb_lr_state("learning_rate").set_lr(value)
+        _write_lr(self._hb_lr_state("learning_rate"), value, keras3=self._hb_keras3)
 
     lr = learning_rate
 
@@ -222,7 +424,21 @@ class _OptimizerMixin:
 
     @property
     def name(self) -> str:
-        return "graph_optimizer"
+        optimizer = self._hb_state.optimizer
+        return "graph_optimizer" if optimizer is None else optimizer.get_name()
+
+    def get_config(self) -> dict:
+        """``name``, the current ``learning_rate`` (when known) and, with
+        ``CallbackHook(optimizer=...)``, the TF1 optimizer's other constructor arguments."""
+        state = self._hb_state
+        config: dict[str, Any] = {"name": self.name}
+        if state.lr is not None and state.session is not None:
+            config["learning_rate"] = state.get_lr()
+        if state.optimizer is not None:
+            for key, value in _tfcompat.tf1_optimizer_settings(state.optimizer).items():
+                if isinstance(value, (bool, int, float, str)) and key not in config:
+                    config[key] = value
+        return config
 
     def __getattr__(self, attribute: str) -> Any:
         # Also reached when a property above raised (Python retries here): re-raise its error.
@@ -235,7 +451,7 @@ class _OptimizerMixin:
         raise UnsupportedModelAttributeError(self._hb_callback, "model.optimizer", attribute)
 
     def __repr__(self) -> str:
-        return f"<GraphOptimizer for {self._hb_callback}>"
+        return f"<hookbridge GraphOptimizer {self.name!r}>"
 
 
 class ModelProxy:
@@ -252,13 +468,26 @@ class ModelProxy:
         "name": "graph",
     }
 
-    def __init__(self, state: GraphState, callback: Any) -> None:
+    def __init__(self, state: GraphState, callbacks: Sequence[Any]) -> None:
         d = self.__dict__
         d["_hb_state"] = state
-        d["_hb_callback"] = type(callback).__name__
-        d["_hb_package"] = _keras_package(callback)
+        d["_hb_callbacks"] = callbacks = list(callbacks)
+        d["_hb_package"] = _keras_package(callbacks[0]) if callbacks else _default_package()
         d["_hb_counters"] = None
-        d["optimizer"] = _optimizer_class(d["_hb_package"])(state, d["_hb_callback"])
+        d["optimizer"] = _optimizer_class(d["_hb_package"])(state, callbacks)
+        warn_name_based_directions(callbacks, state.metric_directions)
+
+    @property
+    def _hb_callback(self) -> str:
+        return _accessing_callback(self._hb_callbacks)
+
+    def for_session(self) -> ModelProxy:
+        """The model for a new session (a new ``fit``): the same object, batch counters reset.
+        Warns if TensorBoard would record summaries the graph cannot give it (see
+        graph_summaries)."""
+        self.__dict__["_hb_counters"] = None
+        _graph_summaries.warn_unrecorded(self._hb_state.graph, self._hb_callbacks)
+        return self
 
     # stop_training is shared: any callback's stop is the hook's stop.
     @property
@@ -307,20 +536,59 @@ class ModelProxy:
             )
         self._hb_state.save_weights(path)
 
+    def count_params(self) -> int:
+        """Scalars in the hook's ``variables`` (Keras: in ``model.weights``)."""
+        return _summary.count(self._hb_state.variables)
+
+    def summary(
+        self,
+        line_length: int | None = None,
+        positions: Any = None,
+        print_fn: Any = None,
+        expand_nested: bool = False,
+        show_trainable: bool = False,
+        layer_range: Any = None,
+    ) -> None:
+        """Keras's summary table with one row per variable of ``variables`` (no layers).
+
+        ``positions`` and ``expand_nested`` change nothing (no nested layers); ``layer_range``
+        names layers, which a graph lacks: an error.
+        """
+        if layer_range is not None:
+            raise UnsupportedModelAttributeError(
+                self._hb_callback, "model", "summary(layer_range=...)", "A graph has no layers."
+            )
+        state = self._hb_state
+        _summary.render(
+            keras3=is_keras3(self._hb_package),
+            variables=state.variables,
+            trainable=state.trainable_ids,
+            optimizer_variables=state.optimizer_variables,
+            line_length=line_length,
+            show_trainable=show_trainable,
+            print_fn=print_fn,
+        )
+
+    def get_config(self) -> dict:
+        """What Keras's ``Model().get_config()`` gives a model without layers or arguments
+        (``name``, ``trainable``, ``dtype``), named ``"graph"``: the graph is not serializable."""
+        with _tfcompat.eager():
+            config = dict(self._hb_package.Model().get_config())
+        config["name"] = "graph"
+        return config
+
     @property
     def metrics(self) -> list:
-        """Keras 3 ``mode="auto"`` finds metric directions here (from Keras's metric registry);
+        """Keras 3 ``mode="auto"`` finds metric directions here: each log name's direction as
+        ``compile(metrics=[name])`` would give it, or the one declared in ``metric_directions``;
         tf_keras's ProgbarLogger reads the names (the logs are running means already)."""
-        if self._hb_package.__name__ != "keras" or not hasattr(self._hb_package, "ops"):
+        if not is_keras3(self._hb_package):
             # tf_keras / Keras 2: ProgbarLogger treats these names as already-averaged values.
             return [types.SimpleNamespace(name=n) for n in self._hb_state.log_names]
+        state = self._hb_state
         entries = []
-        for name in self._hb_state.log_names:
-            try:
-                metric = self._hb_package.metrics.get(name)
-            except (ValueError, TypeError):
-                continue
-            direction = _tfcompat.metric_direction(metric)
+        for name in dict.fromkeys([*state.log_names, *state.metric_directions]):
+            direction = state.direction(self._hb_package, name)
             if direction is not None:
                 entries.append(types.SimpleNamespace(name=name, _direction=direction))
         return [_tfcompat.keras3_metrics_list(entries)]
@@ -350,4 +618,4 @@ class ModelProxy:
         raise UnsupportedModelAttributeError(self._hb_callback, "model", attribute)
 
     def __repr__(self) -> str:
-        return f"<hookbridge graph model proxy for {self._hb_callback}>"
+        return "<hookbridge graph model proxy>"

@@ -396,7 +396,8 @@ def test_epoch_only_callbacks_are_not_dispatched_per_batch():
     begin_only = BeginOnly()
     no_logs = hookbridge.CallbackHook([begin_only], logs={"loss": "loss"}, steps_per_epoch=2)
     run(lambda t: [hook, no_logs], [1.0] * 4)
-    assert hook._batch_begin == [] and hook._batch_end == []  # decided in begin(), as Keras
+    table = hook._calls.table  # decided in begin(), as Keras
+    assert table["on_train_batch_begin"] == [] and table["on_train_batch_end"] == []
     assert no_logs._args is None  # no callback reads logs: nothing fetched
     assert begin_only.last == 1
     assert EpochOnly.calls == 2

@@ -7,7 +7,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from hookbridge import _tfcompat
 from hookbridge._callback_hook import dispatch
 from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
 from hookbridge._callback_hook.model import GraphState, ModelProxy
@@ -179,24 +178,14 @@ class CallbackHook(SessionRunHook):
         self._epoch_open = False
         self._epoch_logs: dict = {}
         self._started = False
-        params = self.params
-        with dispatch.eager_context():
-            for cb in self.callbacks:
-                if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
-                    cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
-                cb.set_params(dict(params))
-                cb.set_model(ModelProxy(self._state, cb))
-            # As Keras's CallbackList: which methods run is asked once params and model are set
-            # (tf_keras's ProgbarLogger and TensorBoard decide it there).
-            self._table = t = dispatch.build_table(self.callbacks)
-        self._batch_begin = t["on_train_batch_begin"]
-        self._batch_end = t["on_train_batch_end"]
-        # Eager mode is switched on around the batch-end calls unless all of them are Keras's
-        # own methods known not to care (TerminateOnNaN: _tfcompat.EAGER_FREE_CALLBACKS).
-        self._batch_end_eager = any(map(dispatch.needs_eager, self._batch_end))
+        calls = self._calls = dispatch.Dispatcher(self.callbacks)
+        calls.configure(self.params, self._model_for)
+        calls.select_batch_events("train")
+        self._batch_begin = calls.batch_begin_listened
+        self._batch_end = calls.batch_end_listened
         # Values are needed only if some callback can see logs; if none reads batch logs, the
         # epoch sums are kept in the graph (an op per step instead of a fetch, see logs.py).
-        needs_values = bool(self._batch_end or t["on_epoch_end"] or t["on_train_end"])
+        needs_values = self._batch_end or calls.listens("on_epoch_end", "on_train_end")
         self._sums = None
         if needs_values and tensors and not self._batch_end:
             self._sums = GraphSums.build(graph, tensors)
@@ -208,7 +197,10 @@ class CallbackHook(SessionRunHook):
             self._args = SessionRunArgs(self._sums.update_op)
         else:
             self._args = SessionRunArgs(tensors[0] if self._single else tensors)
-        self._eager = _tfcompat.EagerScope()  # reused every step
+
+    def _model_for(self, callback: Any) -> Any:
+        """The ``model`` a callback is given (``set_model``): the one place proxies are made."""
+        return ModelProxy(self._state, callback)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._state.session = session
@@ -217,18 +209,16 @@ class CallbackHook(SessionRunHook):
         if not self._started:  # not again on session recovery
             self._started = True
             self._resume_from(session)
-            dispatch.call(self._table["on_train_begin"], {})
+            self._calls.call("on_train_begin", {})
 
     def before_run(self, run_context: Any) -> Any:
         if not self._epoch_open:
             self._epoch_open = True
             self._batch, self._resume_batch = self._resume_batch, 0
             self._means.reset()
-            dispatch.call(self._table["on_epoch_begin"], self._epoch, {})
+            self._calls.call("on_epoch_begin", self._epoch, {})
         if self._batch_begin:
-            with self._eager:
-                for method in self._batch_begin:
-                    method(self._batch, {})
+            self._calls.batch_begin(self._batch)
         return self._args
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
@@ -239,27 +229,19 @@ class CallbackHook(SessionRunHook):
             means.add_one(run_values.results)
         else:
             means.add(run_values.results)
-        state = self._state
         if self._batch_end:
-            logs = means.means()
-            if self._batch_end_eager:
-                with self._eager:
-                    for method in self._batch_end:
-                        method(self._batch, logs)
-            else:
-                for method in self._batch_end:
-                    method(self._batch, logs)
+            self._calls.batch_end(self._batch, means.means())
         self._batch += 1
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
-        if state.stop_training:
+        if self._state.stop_training:
             run_context.request_stop()
 
     def end(self, session: Any) -> None:
         self._state.session = session
         if self._epoch_open:
             self._end_epoch()
-        dispatch.call(self._table["on_train_end"], self._epoch_logs)
+        self._calls.call("on_train_end", self._epoch_logs)
 
     # -- epochs ------------------------------------------------------------------------------
     def _resume_from(self, session: Any) -> None:
@@ -290,7 +272,7 @@ class CallbackHook(SessionRunHook):
             logs = dict(sorted(logs.items()))
         # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
         # change the logs on_train_end receives.
-        dispatch.call(self._table["on_epoch_end"], self._epoch, dict(logs))
+        self._calls.call("on_epoch_end", self._epoch, dict(logs))
         self._epoch_logs = logs
         self._epoch_open = False
         self._epoch += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -160,6 +161,12 @@ class CallbackHook(SessionRunHook):
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
         self._state = GraphState(variables, learning_rate)
+        if epochs is not None and (not isinstance(epochs, int) or epochs < 0):
+            raise ValueError(
+                f"CallbackHook: epochs must be a non-negative int or None, received {epochs!r}."
+            )
+        # As fit: with steps_per_epoch and epochs both given, training ends after `epochs`.
+        self._last_epoch = epochs if steps_per_epoch is not None and epochs else None
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
@@ -215,6 +222,7 @@ class CallbackHook(SessionRunHook):
         if not self._epoch_open:
             self._epoch_open = True
             self._batch, self._resume_batch = self._resume_batch, 0
+            self._epoch_first_batch = self._batch
             self._means.reset()
             self._calls.call("on_epoch_begin", self._epoch, {})
         if self._batch_begin:
@@ -234,13 +242,18 @@ class CallbackHook(SessionRunHook):
         self._batch += 1
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
+            if self._last_epoch is not None and self._epoch >= self._last_epoch:
+                run_context.request_stop()  # as fit: `epochs` epochs, then the end
         if self._state.stop_training:
             run_context.request_stop()
 
     def end(self, session: Any) -> None:
         self._state.session = session
         if self._epoch_open:
-            self._end_epoch()
+            if self._batch > self._epoch_first_batch:
+                self._end_epoch()
+            else:
+                self._drop_empty_epoch()
         self._calls.call("on_train_end", self._epoch_logs)
 
     # -- epochs ------------------------------------------------------------------------------
@@ -255,6 +268,25 @@ class CallbackHook(SessionRunHook):
             return
         step = int(session.run(self._global_step))
         self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
+
+    def _drop_empty_epoch(self) -> None:
+        """The input ended (or a stop came) before the first step of the epoch just begun.
+
+        ``fit`` would not have begun it: it is not closed (no validation, no ``on_epoch_end``,
+        no History entry or CSV row) and ``on_train_end`` gets the last closed epoch's logs.
+        ``on_epoch_begin`` (and the batch's ``on_train_batch_begin``) ran already, since a hook
+        cannot know before a run that its input is exhausted: say so when someone listened.
+        """
+        self._epoch_open = False
+        if self._epoch > 0 and self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
+            warnings.warn(
+                f"CallbackHook: the input ended before the first step of epoch {self._epoch}, "
+                f"after on_epoch_begin({self._epoch}) had been called (a hook cannot know "
+                "before a run that the input is exhausted). The epoch is not closed, as fit "
+                "would not have begun it. Pass epochs= (with steps_per_epoch=) to end "
+                "training after the last epoch, as fit does.",
+                stacklevel=2,
+            )
 
     def _end_epoch(self) -> None:
         if self._sums is not None:

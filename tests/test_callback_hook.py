@@ -14,6 +14,8 @@ import hookbridge
 
 keras = tf.keras
 KERAS3 = hasattr(keras, "ops")
+# Each step here feeds one loss value: there are no batches whose sizes could differ.
+pytestmark = pytest.mark.filterwarnings("ignore:CallbackHook. batch_size= is not given")
 
 
 class Recorder(keras.callbacks.Callback):

@@ -9,7 +9,13 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge._callback_hook import dispatch
-from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
+from hookbridge._callback_hook.logs import (
+    GraphSums,
+    RunningMeans,
+    check_batch_size,
+    resolve,
+    resolve_batch_size,
+)
 from hookbridge._callback_hook.model import GraphState, ModelProxy
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -138,6 +144,7 @@ class CallbackHook(SessionRunHook):
         variables: Sequence[Any] | None = None,
         epochs: int | None = None,
         verbose: int = 1,
+        batch_size: Any = None,
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -158,6 +165,8 @@ class CallbackHook(SessionRunHook):
                 f"{validation_fn!r}."
             )
         self._logs = dict(logs)
+        check_batch_size(batch_size)
+        self._batch_size = batch_size
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
         self._state = GraphState(variables, learning_rate)
@@ -190,20 +199,42 @@ class CallbackHook(SessionRunHook):
         calls.select_batch_events("train")
         self._batch_begin = calls.batch_begin_listened
         self._batch_end = calls.batch_end_listened
-        # Values are needed only if some callback can see logs; if none reads batch logs, the
-        # epoch sums are kept in the graph (an op per step instead of a fetch, see logs.py).
         needs_values = self._batch_end or calls.listens("on_epoch_end", "on_train_end")
+        self._plan_values(graph, tensors if needs_values else [])
+
+    def _plan_values(self, graph: tf.Graph, tensors: list) -> None:
+        """How each step's log values reach the sums: ``_args`` (what ``before_run`` asks
+        for), ``_add`` (what ``after_run`` does with the results; ``None``: count the step).
+
+        No tensors (nobody can see logs): nothing fetched. Nobody reads batch logs: the epoch
+        sums are kept in the graph (an op per step instead of a fetch, see logs.py). Otherwise
+        the tensors are fetched, one log (the usual loss) as a lone tensor, the cheapest fetch
+        TF maps. With a batch-size tensor, every value is weighted by it, as Keras does.
+        """
+        weight = resolve_batch_size(graph, self._batch_size) if tensors else None
+        if tensors and weight is None and self._batch_size is None:
+            warnings.warn(
+                "CallbackHook: batch_size= is not given, so every step counts once in the "
+                "epoch means; Keras weights each batch by its sample count, so a smaller (e.g. "
+                "last) batch makes the logs differ from fit's. Pass batch_size=<the input batch "
+                "tensor, or a scalar count tensor>, or batch_size=<int> if every batch has that "
+                "size.",
+                stacklevel=3,
+            )
+        means = self._means
         self._sums = None
-        if needs_values and tensors and not self._batch_end:
-            self._sums = GraphSums.build(graph, tensors)
-        # One log (the usual loss) is fetched as a lone tensor: the cheapest fetch TF maps.
-        self._single = len(tensors) == 1
-        if not needs_values or not tensors:
-            self._args = None
+        if tensors and not self._batch_end:
+            self._sums = GraphSums.build(graph, tensors, weight)
+        if not tensors:
+            self._args, self._add = None, None
         elif self._sums is not None:
-            self._args = SessionRunArgs(self._sums.update_op)
+            self._args, self._add = SessionRunArgs(self._sums.update_op), None
+        elif weight is not None:
+            self._args, self._add = SessionRunArgs([*tensors, weight]), means.add_weighted
+        elif len(tensors) == 1:
+            self._args, self._add = SessionRunArgs(tensors[0]), means.add_one
         else:
-            self._args = SessionRunArgs(tensors[0] if self._single else tensors)
+            self._args, self._add = SessionRunArgs(tensors), means.add
 
     def _model_for(self, callback: Any) -> Any:
         """The ``model`` a callback is given (``set_model``): the one place proxies are made."""
@@ -231,12 +262,10 @@ class CallbackHook(SessionRunHook):
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         means = self._means
-        if self._args is None or self._sums is not None:
+        if self._add is None:
             means.count += 1
-        elif self._single:
-            means.add_one(run_values.results)
         else:
-            means.add(run_values.results)
+            self._add(run_values.results)
         if self._batch_end:
             self._calls.batch_end(self._batch, means.means())
         self._batch += 1

@@ -123,11 +123,22 @@ def native_fit(callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=No
 
 
 def bridged_fit(
-    callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=None, hook_epochs="same", **kw
+    callbacks,
+    x,
+    *,
+    batch_size,
+    epochs,
+    steps_per_epoch=None,
+    val=None,
+    hook_epochs="same",
+    batch_size_arg="batch",
+    size_fn=None,
+    **kw,
 ):
     """The same training as TF1 code: a one-shot iterator over the same batches repeated
     ``epochs`` times, loss ``mean(x**2)``, a ``MonitoredSession`` run until the input ends (or a
-    hook stops). ``hook_epochs``: CallbackHook's ``epochs`` (default: the same)."""
+    hook stops). ``hook_epochs``: CallbackHook's ``epochs`` (default: the same);
+    ``batch_size_arg``: its ``batch_size`` (default: the input batch), or ``size_fn(batch)``."""
     hook_kw = dict(kw, epochs=epochs if hook_epochs == "same" else hook_epochs)
     graph = tf.Graph()
     with graph.as_default():
@@ -139,6 +150,10 @@ def bridged_fit(
         if val is not None:
             val_loss = tf.reduce_mean(tf.square(tf.constant(_data(val))))
             hook_kw["validation_fn"] = lambda session: {"loss": session.run(val_loss)}
+        if size_fn is not None:
+            hook_kw["batch_size"] = size_fn(batch)
+        else:
+            hook_kw["batch_size"] = batch if batch_size_arg == "batch" else batch_size_arg
         hook = hookbridge.CallbackHook(
             callbacks, logs={"loss": loss}, steps_per_epoch=steps_per_epoch, **hook_kw
         )
@@ -202,3 +217,74 @@ def test_repeat_epochs_input_ends_on_the_epoch_boundary(tmp_path, pass_epochs):
     else:
         assert messages == []
     assert results["bridged"] == results["native"]
+
+
+# -- issue 14 item 4: epoch logs weighted by batch size ------------------------------------------
+def _epoch_only_recorder():
+    """Listens to epochs only: CallbackHook keeps the (weighted) sums in the graph."""
+    seen = []
+    return seen, keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: seen.append((epoch, _rounded(logs))),
+        on_train_end=lambda logs: seen.append(("end", _rounded(logs))),
+    )
+
+
+@pytest.mark.parametrize(
+    "batch_size",
+    ["input_batch", "input_name", "count_tensor"],
+)
+@pytest.mark.parametrize("listener", ["batch_and_epoch", "epoch_only"])
+def test_means_weighted_by_batch_size_as_keras(batch_size, listener):
+    """``Dataset.range(10).batch(4)``, loss ``x**2``: Keras reports 28.5 (each batch weighted by
+    its sample count), on every stack; so must CallbackHook, for each way of giving the batch
+    size, whether the sums are kept in Python (a batch listener) or in the graph."""
+    x = np.arange(10)
+    results = {}
+    for side in ("native", "bridged"):
+        if listener == "epoch_only":
+            seen, rec = _epoch_only_recorder()
+        else:
+            rec = Recorder()
+        callbacks = [rec, keras.callbacks.History()]
+        if side == "native":
+            native_fit(callbacks, x, batch_size=4, epochs=2, steps_per_epoch=3)
+        else:
+
+            def size(batch):
+                named = tf.identity(batch, name="features")
+                return {
+                    "input_batch": batch,
+                    "input_name": "features",
+                    "count_tensor": tf.shape(named)[0],
+                }[batch_size]
+
+            bridged_fit(callbacks, x, batch_size=4, epochs=2, steps_per_epoch=3, size_fn=size)
+        results[side] = (seen if listener == "epoch_only" else rec.events, callbacks[1].history)
+    assert results["bridged"] == results["native"]
+    assert results["native"][1] == {"loss": [28.5, 28.5]}
+
+
+def test_without_batch_size_warns_and_counts_steps():
+    """Not knowing the batch size, CallbackHook says so once and averages per step: the
+    documented difference (docs/limits.md) on a ragged last batch."""
+    history = keras.callbacks.History()
+    with pytest.warns(UserWarning, match="batch_size= is not given") as caught:
+        bridged_fit([history], np.arange(10), batch_size=4, epochs=1, batch_size_arg=None)
+    assert len([w for w in caught if "batch_size=" in str(w.message)]) == 1
+    # batch means 3.5, 31.5, 72.5 counted once each (Keras: 28.5)
+    assert history.history["loss"] == [pytest.approx(107.5 / 3)]
+
+
+def test_int_batch_size_means_equal_batches():
+    """``batch_size=<int>``: every batch has that size, so equal weights are Keras's weights."""
+    results = {}
+    for side in ("native", "bridged"):
+        history = keras.callbacks.History()
+        if side == "native":
+            native_fit([history], np.arange(8), batch_size=4, epochs=1)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                bridged_fit([history], np.arange(8), batch_size=4, epochs=1, batch_size_arg=4)
+        results[side] = history.history
+    assert results["bridged"] == results["native"] == {"loss": [pytest.approx(17.5)]}

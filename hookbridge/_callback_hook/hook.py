@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import tensorflow as tf
 
@@ -30,6 +30,46 @@ _UNSUPPORTED = {
     ),
     "SwapEMAWeights": "it swaps the EMA variables of a Keras optimizer, which a TF1 graph lacks.",
 }
+
+
+#: mode -> the kind of Keras events it drives (on_<kind>_begin, on_<kind>_batch_*, ...).
+_EVENT_KIND: Final = {"auto": "train", "train": "train", "evaluate": "test", "predict": "predict"}
+
+
+def _check_no_epochs(
+    mode: str, steps_per_epoch: Any, validation_fn: Any, epochs: Any, why: str
+) -> None:
+    """Keras's evaluate / predict have no epochs and no validation: refuse those arguments."""
+    given = [
+        name
+        for name, value in (
+            ("steps_per_epoch", steps_per_epoch),
+            ("validation_fn", validation_fn),
+            ("epochs", epochs),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ValueError(
+            f"CallbackHook(mode={mode!r}) drives Keras's on_{_EVENT_KIND[mode]}_* methods, as "
+            f"Keras's {mode}() does, which has no epochs or validation{why}: remove "
+            f"{', '.join(given)}."
+        )
+
+
+def _outputs(names: list[str], tensors: list) -> Any:
+    """What predict mode fetches: the lone log tensor, or a dict of them by name."""
+    return tensors[0] if len(tensors) == 1 else dict(zip(names, tensors))
+
+
+def _to_float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"CallbackHook: validation_fn returned {name!r}: {value!r}, which is not a number. "
+            "Return a dict of name -> scalar value (e.g. session.run(loss))."
+        ) from None
 
 
 def _check_callbacks(callbacks: Any) -> list:
@@ -145,6 +185,7 @@ class CallbackHook(SessionRunHook):
         epochs: int | None = None,
         verbose: int = 1,
         batch_size: Any = None,
+        mode: str = "auto",
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -166,6 +207,13 @@ class CallbackHook(SessionRunHook):
             )
         self._logs = dict(logs)
         check_batch_size(batch_size)
+        if mode not in _EVENT_KIND:
+            raise ValueError(
+                f"CallbackHook: mode must be one of {list(_EVENT_KIND)}, received {mode!r}."
+            )
+        if mode in ("evaluate", "predict"):
+            _check_no_epochs(mode, steps_per_epoch, validation_fn, epochs, "")
+        self._mode_arg = mode
         self._batch_size = batch_size
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
@@ -187,20 +235,50 @@ class CallbackHook(SessionRunHook):
         names, tensors = resolve(graph, self._logs)
         self._state.build(graph, names)
         self._means = RunningMeans(names)
+        self.mode = self._resolve_mode(graph)
+        kind = _EVENT_KIND[self.mode]
+        self._training = kind == "train"
         self._epoch = 0
         self._batch = 0
         self._resume_batch = 0
         self._global_step = tf.compat.v1.train.get_global_step(graph)
-        self._epoch_open = False
+        self._epoch_open = not self._training  # evaluate / predict: no epochs
         self._epoch_logs: dict = {}
         self._started = False
         calls = self._calls = dispatch.Dispatcher(self.callbacks)
+        if not self._training:  # as Keras's evaluate / predict
+            self.params = {"epochs": 1, "steps": None, "verbose": self.params["verbose"]}
         calls.configure(self.params, self._model_for)
-        calls.select_batch_events("train")
+        calls.select_batch_events(kind)
         self._batch_begin = calls.batch_begin_listened
         self._batch_end = calls.batch_end_listened
-        needs_values = self._batch_end or calls.listens("on_epoch_end", "on_train_end")
+        self._batch_logs = self._means.means
+        if kind == "predict":  # batch logs are {"outputs": the fetched values}, as Keras's
+            fetch = bool(self._batch_end and tensors)
+            self._args = SessionRunArgs(_outputs(names, tensors)) if fetch else None
+            self._add = self._keep_outputs if fetch else None
+            self._sums, self._batch_logs, self._last_outputs = None, self._outputs, None
+            return
+        ends = ("on_epoch_end", "on_train_end") if self._training else ("on_test_end",)
+        needs_values = self._batch_end or calls.listens(*ends)
         self._plan_values(graph, tensors if needs_values else [])
+
+    def _resolve_mode(self, graph: tf.Graph) -> str:
+        """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
+        as under ``Estimator.evaluate``), else ``"train"``."""
+        if self._mode_arg != "auto":
+            return self._mode_arg
+        if not graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP):
+            return "train"
+        _check_no_epochs(
+            "evaluate",
+            self._steps_per_epoch,
+            self._validation_fn,
+            None,
+            " (mode='auto' found an evaluation session: the graph has an eval step, as under "
+            "Estimator.evaluate; pass mode='train' to drive the training methods anyway)",
+        )
+        return "evaluate"
 
     def _plan_values(self, graph: tf.Graph, tensors: list) -> None:
         """How each step's log values reach the sums: ``_args`` (what ``before_run`` asks
@@ -246,8 +324,11 @@ class CallbackHook(SessionRunHook):
             self._sums.initialize(session)
         if not self._started:  # not again on session recovery
             self._started = True
-            self._resume_from(session)
-            self._calls.call("on_train_begin", {})
+            if self._training:
+                self._resume_from(session)
+                self._calls.call("on_train_begin", {})
+            else:
+                self._calls.call(f"on_{_EVENT_KIND[self.mode]}_begin", {})
 
     def before_run(self, run_context: Any) -> Any:
         if not self._epoch_open:
@@ -267,23 +348,41 @@ class CallbackHook(SessionRunHook):
         else:
             self._add(run_values.results)
         if self._batch_end:
-            self._calls.batch_end(self._batch, means.means())
+            self._calls.batch_end(self._batch, self._batch_logs())
         self._batch += 1
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
             if self._last_epoch is not None and self._epoch >= self._last_epoch:
                 run_context.request_stop()  # as fit: `epochs` epochs, then the end
-        if self._state.stop_training:
+        if self._state.stop_training and self._training:
             run_context.request_stop()
 
     def end(self, session: Any) -> None:
         self._state.session = session
+        if not self._training:
+            self._end_evaluate_or_predict(session)
+            return
         if self._epoch_open:
             if self._batch > self._epoch_first_batch:
                 self._end_epoch()
             else:
                 self._drop_empty_epoch()
         self._calls.call("on_train_end", self._epoch_logs)
+
+    # -- evaluate / predict -----------------------------------------------------------------------
+    def _keep_outputs(self, results: Any) -> None:
+        self._last_outputs = results
+
+    def _outputs(self) -> dict:
+        return {"outputs": self._last_outputs}
+
+    def _end_evaluate_or_predict(self, session: Any) -> None:
+        if self.mode == "predict":
+            self._calls.call("on_predict_end", {})
+            return
+        if self._sums is not None:
+            self._sums.take(session, self._means)
+        self._calls.call("on_test_end", self._means.means())
 
     # -- epochs ------------------------------------------------------------------------------
     def _resume_from(self, session: Any) -> None:
@@ -297,6 +396,23 @@ class CallbackHook(SessionRunHook):
             return
         step = int(session.run(self._global_step))
         self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
+
+    def _validate(self) -> dict[str, float]:
+        """``validation_fn`` as ``fit``'s validation: one test batch between ``on_test_begin``
+        and ``on_test_end`` (its logs without the ``val_`` prefix, as Keras's)."""
+        calls = self._calls
+        calls.call("on_test_begin", {})
+        calls.call("on_test_batch_begin", 0, {})
+        results = self._validation_fn(self._state.session)
+        if not isinstance(results, Mapping):
+            raise TypeError(
+                "CallbackHook: validation_fn must return a dict of name -> value, received "
+                f"{results!r} of type {type(results).__name__}."
+            )
+        logs = {name: _to_float(name, value) for name, value in sorted(results.items())}
+        calls.call("on_test_batch_end", 0, dict(logs))
+        calls.call("on_test_end", dict(logs))
+        return logs
 
     def _drop_empty_epoch(self) -> None:
         """The input ended (or a stop came) before the first step of the epoch just begun.
@@ -322,14 +438,8 @@ class CallbackHook(SessionRunHook):
             self._sums.take(self._state.session, self._means)
         logs = self._means.means()
         if self._validation_fn is not None:
-            results = self._validation_fn(self._state.session)
-            if not isinstance(results, Mapping):
-                raise TypeError(
-                    "CallbackHook: validation_fn must return a dict of name -> value, received "
-                    f"{results!r} of type {type(results).__name__}."
-                )
-            for name, value in results.items():
-                logs[f"val_{name}"] = float(value)
+            for name, value in self._validate().items():
+                logs[f"val_{name}"] = value
             logs = dict(sorted(logs.items()))
         # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
         # change the logs on_train_end receives.

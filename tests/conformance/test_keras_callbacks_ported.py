@@ -13,6 +13,7 @@ the callbacks receive is CallbackHook's. Sources of the scenarios: ``keras/src/c
 from __future__ import annotations
 
 import csv
+import os
 import warnings
 
 import numpy as np
@@ -145,6 +146,8 @@ def bridged_fit(
         gs = v1.train.get_or_create_global_step()
         batch = v1.data.make_one_shot_iterator(_batches(x, batch_size).repeat(epochs)).get_next()
         loss = tf.reduce_mean(tf.square(batch), name="loss")
+        # fit's SGD(0.0): what model.optimizer.learning_rate reads (TensorBoard logs it)
+        hook_kw.setdefault("learning_rate", v1.get_variable("lr", initializer=0.0, trainable=False))
         with tf.control_dependencies([loss]):
             train_op = v1.assign_add(gs, 1)
         if val is not None:
@@ -288,3 +291,186 @@ def test_int_batch_size_means_equal_batches():
                 bridged_fit([history], np.arange(8), batch_size=4, epochs=1, batch_size_arg=4)
         results[side] = history.history
     assert results["bridged"] == results["native"] == {"loss": [pytest.approx(17.5)]}
+
+
+# -- issue 14 item 7: validation, evaluate and predict as in Keras ------------------------------
+def _scalars(logdir: str, tag_prefix: str = "") -> dict:
+    """{tag: [(step, value)]} of a TensorBoard run directory (real EventAccumulator)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(logdir)
+    acc.Reload()
+    return {
+        tag: [(e.step, round(float(tf.make_ndarray(e.tensor_proto)), 4)) for e in acc.Tensors(tag)]
+        for tag in acc.Tags()["tensors"]
+        if tag.startswith(tag_prefix)
+    }
+
+
+def test_validation_fn_drives_on_test_methods_as_fit(tmp_path):
+    """fit's validation: ``on_test_begin`` / ``on_test_batch_*`` / ``on_test_end`` before each
+    ``on_epoch_end``; TensorBoard writes ``evaluation_loss_vs_iterations`` (tensorboard_test's
+    ``test_TensorBoard_basic``: train/ and validation/ runs with epoch scalars)."""
+    pytest.importorskip("tensorboard")
+    x, val = np.arange(1, 9), [1.0, 3.0]
+    results = {}
+    for side in ("native", "bridged"):
+        rec = Recorder()
+        logdir = str(tmp_path / side)
+        callbacks = [rec, keras.callbacks.TensorBoard(logdir)]
+        if side == "native":
+            native_fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=val)
+        else:
+            bridged_fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=val)
+        results[side] = (
+            rec.events,
+            _scalars(os.path.join(logdir, "validation")),
+            _scalars(os.path.join(logdir, "train"), "epoch_loss"),
+        )
+    assert results["bridged"] == results["native"]
+    events, validation, _ = results["native"]
+    assert [e[0] for e in events].count("test_begin") == 2
+    assert validation["evaluation_loss_vs_iterations"] == [(4, 5.0), (8, 5.0)]
+
+
+def _unknown_length(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """The same batches with an unknown cardinality: what a TF1 iterator is to a hook, which
+    learns that the input has ended only from the run that finds it empty. Keras, not knowing
+    the length either, calls ``on_*_batch_begin`` for that run too (all three stacks)."""
+    return ds.filter(lambda *batch: True)
+
+
+def _eval_graph(x, batch_size, *, eval_step=False):
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.train.get_or_create_global_step()
+        if eval_step:  # what Estimator.evaluate / evaluation loops add to the graph
+            step = v1.get_variable(
+                "eval_step", initializer=0, collections=[v1.GraphKeys.LOCAL_VARIABLES]
+            )
+            v1.add_to_collection(v1.GraphKeys.EVAL_STEP, step)
+        batch = v1.data.make_one_shot_iterator(_batches(x, batch_size)).get_next()
+        loss = tf.reduce_mean(tf.square(batch), name="loss")
+    return graph, batch, loss
+
+
+def _run_session(graph, hook, fetch):
+    steps = 0
+    with graph.as_default(), v1.train.MonitoredSession(hooks=[hook]) as sess:
+        while not sess.should_stop():
+            sess.run(fetch)
+            steps += 1
+    return steps
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+@pytest.mark.parametrize("mode", ["evaluate", "auto"])
+def test_evaluation_session_drives_on_test_methods_as_evaluate(mode):
+    """An evaluation MonitoredSession is Keras's ``evaluate``: ``on_test_begin``, weighted
+    running means in ``on_test_batch_end``, ``on_test_end`` with the result (28.5); no training
+    method. ``mode="auto"`` recognizes an evaluation session by its eval step."""
+    x = np.arange(10)
+    native = Recorder()
+    data = _unknown_length(_with_zero_targets(_batches(x, 4)))
+    _identity_model().evaluate(data, callbacks=[native], verbose=0)
+    bridged = Recorder()
+    graph, batch, loss = _eval_graph(x, 4, eval_step=mode == "auto")
+    with graph.as_default():
+        hook = hookbridge.CallbackHook([bridged], logs={"loss": loss}, batch_size=batch, mode=mode)
+    assert _run_session(graph, hook, loss) == 3
+    assert hook.mode == "evaluate"
+    assert bridged.events == native.events
+    assert native.events[-2:] == [("test_batch_begin", 3, {}), ("test_end", {"loss": 28.5})]
+    assert bridged.params == {"epochs": 1, "steps": None, "verbose": 1}
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_prediction_session_drives_on_predict_methods_as_predict():
+    """``mode="predict"``: ``on_predict_batch_end(batch, {"outputs": ...})`` with the fetched
+    values, as Keras's ``predict`` gives the batch's predictions."""
+    x = np.arange(10)
+    native = Recorder()
+    _identity_model().predict(_unknown_length(_batches(x, 4)), callbacks=[native], verbose=0)
+    bridged = Recorder()
+    graph, batch, _ = _eval_graph(x, 4)
+    with graph.as_default():
+        hook = hookbridge.CallbackHook([bridged], logs={"outputs": batch}, mode="predict")
+    assert _run_session(graph, hook, batch) == 3
+    assert bridged.events == native.events
+    assert native.events[-3] == ("predict_batch_end", 2, [8.0, 9.0])
+
+
+def test_modes_refuse_training_arguments():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        hookbridge.CallbackHook([Recorder()], logs={}, mode="eval")
+    with pytest.raises(ValueError, match="evaluate.*remove steps_per_epoch"):
+        hookbridge.CallbackHook([Recorder()], logs={}, mode="evaluate", steps_per_epoch=2)
+    graph, _, loss = _eval_graph(np.arange(4), 2, eval_step=True)
+    with graph.as_default():
+        hook = hookbridge.CallbackHook([Recorder()], logs={"loss": loss}, steps_per_epoch=2)
+    with pytest.raises(ValueError, match="found an evaluation session.*mode='train'"):
+        _run_session(graph, hook, loss)
+
+
+def _estimator_model_fn(features, labels, mode):
+    """The oracle's model as an Estimator ``model_fn``: prediction = features, loss mean(x**2)."""
+    features = tf.identity(features, name="features")
+    w = v1.get_variable("w", initializer=1.0)
+    predictions = tf.identity(features * w, name="predictions")
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.reduce_mean(tf.square(predictions), name="loss")
+    train_op = v1.train.GradientDescentOptimizer(0.0).minimize(
+        loss, global_step=v1.train.get_global_step()
+    )
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_estimator_evaluate_and_predict_drive_test_and_predict_methods(tmp_path):
+    """Under ``Estimator.evaluate`` (found by ``mode="auto"``) and ``Estimator.predict``
+    (``mode="predict"``), callbacks get what Keras's evaluate / predict give them."""
+    if not hasattr(tf, "estimator") or not hasattr(tf.estimator, "Estimator"):
+        pytest.skip("needs tf.estimator (tensorflow-estimator: the TF 2.15 stack only)")
+    x = np.arange(10)
+
+    def input_fn(labels=True):
+        ds = _batches(x, 4)
+        return ds.map(lambda b: (b, tf.zeros_like(b))) if labels else ds
+
+    est = tf.estimator.Estimator(_estimator_model_fn, model_dir=str(tmp_path / "model"))
+    est.train(lambda: input_fn().repeat(), steps=1)  # a checkpoint to evaluate
+    natives = {"evaluate": Recorder(), "predict": Recorder()}
+    model = _identity_model()
+    model.evaluate(
+        _unknown_length(_with_zero_targets(_batches(x, 4))),
+        callbacks=[natives["evaluate"]],
+        verbose=0,
+    )
+    model.predict(_unknown_length(_batches(x, 4)), callbacks=[natives["predict"]], verbose=0)
+    bridged = {"evaluate": Recorder(), "predict": Recorder()}
+    result = est.evaluate(
+        input_fn,
+        hooks=[
+            hookbridge.CallbackHook(
+                [bridged["evaluate"]], logs={"loss": "loss"}, batch_size="features"
+            )
+        ],
+    )
+    predictions = list(
+        est.predict(
+            lambda: input_fn(labels=False),
+            hooks=[
+                hookbridge.CallbackHook(
+                    [bridged["predict"]], logs={"outputs": "predictions"}, mode="predict"
+                )
+            ],
+        )
+    )
+    assert len(predictions) == 10
+    for kind, native in natives.items():
+        assert bridged[kind].events == native.events, kind
+    assert natives["evaluate"].events[-1] == ("test_end", {"loss": 28.5})
+    # Estimator's own mean over batches is unweighted (its `loss` metric is tf.metrics.mean
+    # of the batch losses): Keras's weighted 28.5 is what the callbacks get.
+    assert result["loss"] == pytest.approx(107.5 / 3, rel=1e-5)

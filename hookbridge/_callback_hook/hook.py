@@ -112,14 +112,25 @@ class CallbackHook(SessionRunHook):
     when the first session is created, epochs synthesized from ``steps_per_epoch``
     (``on_epoch_begin`` before an epoch's first step, ``on_epoch_end`` after its last), one
     ``on_train_batch_begin``/``on_train_batch_end`` pair per ``MonitoredSession.run`` (the batch
-    index restarts every epoch), and ``on_train_end`` when the session ends. A stop (from a
-    callback, another hook, or the end of input) mid-epoch still closes that epoch, then
-    ``on_train_end`` runs, as Keras does after ``stop_training``; after any other error neither
-    runs, as in Keras. Session recovery (``AbortedError``) does not restart the training.
+    index restarts every epoch), and ``on_train_end`` when the session ends. With ``epochs`` and
+    ``steps_per_epoch`` both given, the hook requests a stop after the last epoch, as ``fit``
+    ends. A stop (from a callback, another hook, or the end of input) mid-epoch still closes that
+    epoch, then ``on_train_end`` runs with the last epoch's logs, as Keras does after
+    ``stop_training``; an input that ends before an epoch's first step leaves that epoch
+    unclosed (no ``on_epoch_end``; a warning says ``on_epoch_begin`` ran). After any other error
+    neither runs, as in Keras. Session recovery (``AbortedError``) does not restart training.
 
-    Logs are what Keras 3 reports: Python floats, sorted keys; batch logs are running means of
-    the fetched tensors within the epoch, epoch logs the epoch mean plus ``val_<name>`` from
-    ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
+    Under an evaluation session (``Estimator.evaluate``, found by ``mode="auto"``, or
+    ``mode="evaluate"``) the hook is Keras's ``evaluate``: ``on_test_begin``,
+    ``on_test_batch_begin``/``on_test_batch_end`` per run, ``on_test_end(logs)``. With
+    ``mode="predict"`` (``Estimator.predict``) it is Keras's ``predict``: ``on_predict_begin``,
+    ``on_predict_batch_end(batch, {"outputs": <the fetched logs>})``, ``on_predict_end``.
+
+    Logs are what Keras reports: Python floats, sorted keys; batch logs are running means of
+    the fetched tensors within the epoch, weighted by each batch's sample count as Keras weights
+    them (``batch_size``); epoch logs the epoch mean plus ``val_<name>`` from ``validation_fn``,
+    which runs between ``on_test_begin`` and ``on_test_end`` as ``fit``'s validation.
+    ``params`` is ``{"epochs", "steps", "verbose"}``.
 
     The callbacks' ``model`` is a proxy over the graph: ``stop_training`` (setting it requests a
     stop), ``get_weights``/``set_weights``/``weights`` (``variables``),
@@ -137,25 +148,41 @@ class CallbackHook(SessionRunHook):
             (``tf.identity(loss, name="loss")``) and pass names.
         steps_per_epoch: steps per synthesized epoch; ``None``: the whole run is one epoch.
         validation_fn: ``validation_fn(session) -> dict`` called at each epoch end (``session``
-            is the raw ``tf.compat.v1.Session``: running it triggers no hook); its values are
-            added to the epoch logs as ``val_<name>``.
+            is the raw ``tf.compat.v1.Session``: running it triggers no hook), as one test batch
+            between ``on_test_begin`` and ``on_test_end``; its values are added to the epoch
+            logs as ``val_<name>``.
         learning_rate: the graph's learning-rate ``tf.Variable`` (or its name), read and assigned
             by ``model.optimizer.learning_rate`` (ReduceLROnPlateau, LearningRateScheduler).
         variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
             names); default: the graph's trainable variables.
-        epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
-            ``steps_per_epoch`` is ``None``, else 0 (unknown).
+        epochs: ``params["epochs"]``; with ``steps_per_epoch``, training also ends after that
+            many epochs, as in ``fit``. Default: 1 when ``steps_per_epoch`` is ``None``, else 0
+            (unknown: no stop).
         verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
+        batch_size: each step's sample count, the weight of its values in the means: a tensor
+            (or tensor name) with the batch as first dimension (the input batch, labels or
+            sample weights), a scalar tensor holding the count, or an int when every batch has
+            that size. ``None``: every step counts once, with a warning (Keras weights by
+            sample count, so a smaller last batch would give other means).
+        mode: ``"auto"`` (default: ``"evaluate"`` if the graph has an eval step, as
+            ``Estimator.evaluate``'s, else ``"train"``), ``"train"``, ``"evaluate"`` or
+            ``"predict"``. Evaluate and predict take no ``steps_per_epoch``, ``validation_fn``
+            or ``epochs``.
 
     Raises:
-        TypeError: ``callbacks`` holds a non-callback (named), or ``logs`` a non-tensor.
-        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), or
-            (in ``begin``) a log name missing from the graph, listing what is available.
+        TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor, or
+            ``batch_size`` something else than an int, tensor or name.
+        ValueError: an unsupported callback (BackupAndRestore: named, with the reason), an
+            unknown ``mode`` or epoch arguments in evaluate/predict mode, or (in ``begin``) a
+            log name missing from the graph, listing what is available.
 
     Not forwarded:
-        * Validation hooks (``on_test_*``): ``validation_fn`` supplies ``val_*`` values only.
-        * Per-batch values: logs are running means, as Keras 3 reports them; the batch value
+        * ``model.stop_evaluating`` / ``stop_predicting``, and ``stop_training`` outside
+          training: an evaluation or prediction session runs to its own end.
+        * Per-batch values: logs are running means, as Keras reports them; the batch value
           is the graph's business.
+        * The run that finds the input exhausted got ``on_*_batch_begin`` (a hook cannot know
+          before the run), as Keras does on an input of unknown length.
         * The Keras model itself: no layers (TensorBoard weight histograms, graphs and
           embeddings are empty), no ``.keras`` archive from ``save``; tf_keras TensorBoard
           batch-level scalars (written by tf_keras's own train function) are not written.
@@ -167,7 +194,8 @@ class CallbackHook(SessionRunHook):
     Example:
         >>> hook = hookbridge.CallbackHook(                     # doctest: +SKIP
         ...     [keras.callbacks.CSVLogger("log.csv"), keras.callbacks.EarlyStopping("loss")],
-        ...     logs={"loss": loss}, steps_per_epoch=100, learning_rate=lr)
+        ...     logs={"loss": loss}, steps_per_epoch=100, epochs=10, learning_rate=lr,
+        ...     batch_size=features)
         >>> with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
         ...     while not sess.should_stop():
         ...         sess.run(train_op)

@@ -13,8 +13,10 @@ the callbacks receive is CallbackHook's. Sources of the scenarios: ``keras/src/c
 from __future__ import annotations
 
 import csv
+import math
 import os
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -94,12 +96,13 @@ def _batches(x, batch_size: int) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(_data(x)).batch(batch_size)
 
 
-def _identity_model():
+def _identity_model(lr: float = 0.0):
+    """Predicts its input: a kernel of 1, left alone by SGD(0.0); frozen for another rate (then
+    Keras 3 skips the optimizer step: ``iterations`` stays 0)."""
     keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")]
-    )
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    dense = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones", trainable=lr == 0.0)
+    model = keras.Sequential([keras.Input((1,)), dense])
+    model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
     return model
 
 
@@ -107,12 +110,15 @@ def _with_zero_targets(ds: tf.data.Dataset) -> tf.data.Dataset:
     return ds.map(lambda b: (b, tf.zeros_like(b)))
 
 
-def native_fit(callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=None):
-    """Keras ``fit`` on ``x`` (repeated ``epochs`` times) with loss ``mean(x**2)`` per batch."""
-    model = _identity_model()
-    ds = _with_zero_targets(_batches(x, batch_size)).repeat(epochs)
+def native_fit(
+    callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=None, repeat=True, lr=0.0
+):
+    """Keras ``fit`` on ``x`` (repeated ``epochs`` times, or once: ``repeat=False``) with loss
+    ``mean(x**2)`` per batch; returns the model."""
+    model = _identity_model(lr)
+    ds = _with_zero_targets(_batches(x, batch_size)).repeat(epochs if repeat else 1)
     validation = None if val is None else (_data(val), np.zeros_like(_data(val)))
-    return model.fit(
+    model.fit(
         ds,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
@@ -121,6 +127,7 @@ def native_fit(callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=No
         verbose=0,
         shuffle=False,
     )
+    return model
 
 
 def bridged_fit(
@@ -134,6 +141,8 @@ def bridged_fit(
     hook_epochs="same",
     batch_size_arg="batch",
     size_fn=None,
+    repeat=True,
+    lr=0.0,
     **kw,
 ):
     """The same training as TF1 code: a one-shot iterator over the same batches repeated
@@ -144,10 +153,12 @@ def bridged_fit(
     graph = tf.Graph()
     with graph.as_default():
         gs = v1.train.get_or_create_global_step()
-        batch = v1.data.make_one_shot_iterator(_batches(x, batch_size).repeat(epochs)).get_next()
+        data = _batches(x, batch_size).repeat(epochs if repeat else 1)
+        batch = v1.data.make_one_shot_iterator(data).get_next()
         loss = tf.reduce_mean(tf.square(batch), name="loss")
         # fit's SGD(0.0): what model.optimizer.learning_rate reads (TensorBoard logs it)
-        hook_kw.setdefault("learning_rate", v1.get_variable("lr", initializer=0.0, trainable=False))
+        lr_var = v1.get_variable("lr", initializer=lr, trainable=False)
+        hook_kw.setdefault("learning_rate", lr_var)
         with tf.control_dependencies([loss]):
             train_op = v1.assign_add(gs, 1)
         if val is not None:
@@ -160,12 +171,28 @@ def bridged_fit(
         hook = hookbridge.CallbackHook(
             callbacks, logs={"loss": loss}, steps_per_epoch=steps_per_epoch, **hook_kw
         )
+        read_lr = _ReadAtEnd(lr_var)
         steps = 0
-        with v1.train.MonitoredSession(hooks=[hook]) as sess:
+        with v1.train.MonitoredSession(hooks=[hook, read_lr]) as sess:
             while not sess.should_stop():
                 sess.run(train_op)
                 steps += 1
-    return steps
+    return Bridged(steps, read_lr.value)
+
+
+class Bridged(NamedTuple):
+    steps: int  # MonitoredSession.run calls made
+    lr: float  # the learning-rate variable at the end
+
+
+class _ReadAtEnd(v1.train.SessionRunHook):
+    """Reads a tensor in ``end()``, after CallbackHook's (listed before it)."""
+
+    def __init__(self, tensor) -> None:
+        self.tensor, self.value = tensor, None
+
+    def end(self, session) -> None:
+        self.value = float(session.run(self.tensor))
 
 
 def _kinds(events, kinds=EVENT_KINDS):
@@ -190,7 +217,7 @@ def test_repeat_epochs_input_ends_on_the_epoch_boundary(tmp_path, pass_epochs):
             hook_epochs = "same" if pass_epochs else None
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                steps = bridged_fit(
+                run = bridged_fit(
                     callbacks,
                     x,
                     batch_size=2,
@@ -200,7 +227,7 @@ def test_repeat_epochs_input_ends_on_the_epoch_boundary(tmp_path, pass_epochs):
                     hook_epochs=hook_epochs,
                 )
             # epochs given: the hook stops after epoch 1, as fit; else the input ends it.
-            assert steps == 8
+            assert run.steps == 8
             messages = [str(w.message) for w in caught if "CallbackHook" in str(w.message)]
         with open(path) as f:
             rows = [(r["epoch"], float(r["loss"]), float(r["val_loss"])) for r in csv.DictReader(f)]
@@ -474,3 +501,199 @@ def test_estimator_evaluate_and_predict_drive_test_and_predict_methods(tmp_path)
     # Estimator's own mean over batches is unweighted (its `loss` metric is tf.metrics.mean
     # of the batch losses): Keras's weighted 28.5 is what the callbacks get.
     assert result["loss"] == pytest.approx(107.5 / 3, rel=1e-5)
+
+
+# -- Keras's own callback tests (keras/src/callbacks/*_test.py), ported --------------------------
+def _per_epoch(losses) -> np.ndarray:
+    """Inputs whose one-sample epochs have these losses (x**2), for batch_size=1 runs."""
+    return np.sqrt(np.asarray(losses, dtype="float32"))
+
+
+def _fit_both(make_callbacks, x, **fit_kw):
+    """{side: (callbacks, result)}: fresh callbacks from ``make_callbacks()`` run natively in
+    ``fit`` (result: the model) and bridged (result: :class:`Bridged`)."""
+    out = {}
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+        callbacks = make_callbacks()
+        out[side] = (callbacks, fit(callbacks, x, **fit_kw))
+    return out
+
+
+def _history(callbacks) -> tuple:
+    history = next(c for c in callbacks if isinstance(c, keras.callbacks.History))
+    return history.epoch, {k: [round(float(v), 6) for v in vs] for k, vs in history.history.items()}
+
+
+@pytest.mark.parametrize("patience", [0, 1, 2, 3])
+def test_early_stopping_patience(patience):
+    """early_stopping_test.py ``test_early_stopping_patience``: losses 10, 9, 8, 9, 8.9, ...
+    stop at epoch ``max(patience, 1) + 2``."""
+    losses = [10.0, 9.0, 8.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5]
+    runs = _fit_both(
+        lambda: [
+            keras.callbacks.EarlyStopping(monitor="loss", patience=patience),
+            keras.callbacks.History(),
+        ],
+        _per_epoch(losses),
+        batch_size=1,
+        epochs=len(losses),
+        steps_per_epoch=1,
+        repeat=False,
+    )
+    stopped = {side: cbs[0].stopped_epoch for side, (cbs, _) in runs.items()}
+    assert stopped["bridged"] == stopped["native"] == max(patience, 1) + 2
+    assert _history(runs["bridged"][0]) == _history(runs["native"][0])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"baseline": 8.5, "patience": 3},
+        {"start_from_epoch": 2, "patience": 3},
+        {"start_from_epoch": 2, "patience": 0},
+    ],
+    ids=["baseline", "start_from_epoch", "start_from_epoch_patience_0"],
+)
+def test_early_stopping_baseline_and_start_from_epoch(kwargs):
+    """early_stopping_test.py ``test_early_stopping_with_baseline`` and
+    ``test_early_stopping_with_start_from_epoch``, on a known loss sequence."""
+    losses = [10.0, 9.0, 9.5, 9.6, 9.7, 9.8, 9.9, 10.0, 10.1, 10.2]
+    runs = _fit_both(
+        lambda: [
+            keras.callbacks.EarlyStopping(monitor="loss", **kwargs),
+            keras.callbacks.History(),
+        ],
+        _per_epoch(losses),
+        batch_size=1,
+        epochs=len(losses),
+        steps_per_epoch=1,
+        repeat=False,
+    )
+    native, bridged = _history(runs["native"][0]), _history(runs["bridged"][0])
+    assert bridged == native
+    assert len(native[0]) >= kwargs["patience"] + kwargs.get("start_from_epoch", 0)
+    assert len(native[0]) < len(losses)  # it did stop
+
+
+def test_terminate_on_nan_with_csv_logger(tmp_path):
+    """terminate_on_nan_test.py ``test_TerminateOnNaN`` and csv_logger_test.py
+    ``test_stop_training_csv``: an infinite batch loss stops training within the first epoch;
+    validation and the epoch end still run; History has one (infinite) loss; the CSV one row."""
+    x = [1.0, 2.0, np.inf, 4.0, 5.0, 6.0, 7.0, 8.0]
+
+    def make_callbacks():
+        path = str(tmp_path / f"log{len(list(tmp_path.iterdir()))}.csv")
+        return [
+            keras.callbacks.TerminateOnNaN(),
+            keras.callbacks.CSVLogger(path),
+            keras.callbacks.History(),
+            Recorder(),
+        ]
+
+    # lr != 0 freezes the native kernel: an infinite gradient times 0.0 would make it NaN
+    runs = _fit_both(
+        make_callbacks, x, batch_size=2, epochs=20, steps_per_epoch=4, val=[1.0, 3.0], lr=0.5
+    )
+    rows = {}
+    for side, (cbs, _) in runs.items():
+        with open(cbs[1].filename) as f:
+            rows[side] = list(csv.DictReader(f))
+    assert rows["bridged"] == rows["native"]
+    assert len(rows["native"]) == 1
+    epochs, history = _history(runs["native"][0])
+    assert _history(runs["bridged"][0]) == (epochs, history)
+    assert epochs == [0] and math.isinf(history["loss"][0])
+    assert runs["bridged"][0][3].events == runs["native"][0][3].events
+
+
+def test_lambda_callback_in_fit_and_predict():
+    """lambda_callback_test.py ``test_lambda_callback`` (train/epoch begin and end, with
+    validation) and ``test_lambda_callback_during_prediction`` (``on_predict_begin``)."""
+    calls = {"native": [], "bridged": []}
+
+    def make(side):
+        def note(name):
+            return lambda *args: calls[side].append(name)
+
+        return keras.callbacks.LambdaCallback(
+            on_train_begin=note("on_train_begin"),
+            on_epoch_begin=note("on_epoch_begin"),
+            on_epoch_end=note("on_epoch_end"),
+            on_train_end=note("on_train_end"),
+            on_predict_begin=note("on_predict_begin"),
+        )
+
+    x = np.arange(16)
+    native_fit([make("native")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
+    bridged_fit([make("bridged")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
+    _identity_model().predict(_data(x), batch_size=4, callbacks=[make("native")], verbose=0)
+    graph, batch, _ = _eval_graph(x, 4)
+    with graph.as_default():
+        hook = hookbridge.CallbackHook([make("bridged")], logs={"outputs": batch}, mode="predict")
+    _run_session(graph, hook, batch)
+    assert calls["bridged"] == calls["native"]
+    assert calls["native"] == (
+        ["on_train_begin"]
+        + ["on_epoch_begin", "on_epoch_end"] * 5
+        + ["on_train_end"]
+        + ["on_predict_begin"]
+    )
+
+
+def test_reduce_lr_on_plateau_cooldown():
+    """reduce_lr_on_plateau_test.py ``test_cooldown``: ``val_loss`` never improves by
+    ``min_delta=100``; with ``cooldown=2`` the rate is cut every other epoch: 0.1 -> 0.001."""
+    runs = _fit_both(
+        lambda: [
+            keras.callbacks.ReduceLROnPlateau(
+                patience=1, factor=0.1, monitor="val_loss", min_delta=100, cooldown=2
+            ),
+            keras.callbacks.History(),
+        ],
+        np.arange(8),
+        batch_size=4,
+        epochs=4,
+        steps_per_epoch=2,
+        val=[1.0, 2.0],
+        lr=0.1,
+    )
+    model, bridged = runs["native"][1], runs["bridged"][1]
+    native_lr = float(np.asarray(model.optimizer.learning_rate))
+    assert bridged.lr == pytest.approx(native_lr, rel=1e-6) and native_lr == pytest.approx(0.001)
+    assert _history(runs["bridged"][0]) == _history(runs["native"][0])
+
+
+def test_learning_rate_scheduler_in_history():
+    """learning_rate_scheduler_test.py ``test_learning_rate_in_history`` (and
+    ``test_updates_learning_rate``): the scheduled rate is set and logged each epoch."""
+    runs = _fit_both(
+        lambda: [
+            keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.5 / (epoch + 1)),
+            keras.callbacks.History(),
+        ],
+        np.arange(8),
+        batch_size=4,
+        epochs=2,
+        steps_per_epoch=2,
+        lr=0.1,
+    )
+    native = _history(runs["native"][0])
+    assert _history(runs["bridged"][0]) == native
+    key = "learning_rate" if KERAS3 else "lr"
+    assert native[1][key] == [0.5, 0.25]
+    assert runs["bridged"][1].lr == pytest.approx(0.25)
+
+
+def test_csv_logger_separator_and_append(tmp_path):
+    """csv_logger_test.py ``test_CSVLogger``: a tab separator, then ``append=True`` over a second
+    run: the same file as two native ``fit`` calls."""
+    texts = {}
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+        path = str(tmp_path / f"{side}.tsv")
+        for append in (False, True):
+            logger = keras.callbacks.CSVLogger(path, separator="\t", append=append)
+            fit([logger], np.arange(8), batch_size=4, epochs=2, steps_per_epoch=2, val=[1.0])
+        with open(path) as f:
+            texts[side] = f.read()
+    assert texts["bridged"] == texts["native"]
+    assert texts["native"].count("\n") == 5 and "\t" in texts["native"]

@@ -360,6 +360,24 @@ def test_bad_inputs_name_what_was_received():
         run(lambda t: [hookbridge.CallbackHook([Recorder()], logs={"x": "nope"})], [1.0])
 
 
+def test_bad_batch_size_mode_and_epochs_name_what_was_received():
+    with pytest.raises(TypeError, match="batch_size must be an int, a tensor.*received 2.5"):
+        hookbridge.CallbackHook([Recorder()], logs={}, batch_size=2.5)
+    with pytest.raises(ValueError, match="batch_size must be positive, received 0"):
+        hookbridge.CallbackHook([Recorder()], logs={}, batch_size=0)
+    with pytest.raises(ValueError, match="epochs must be a non-negative int or None, received -1"):
+        hookbridge.CallbackHook([Recorder()], logs={}, epochs=-1)
+    with pytest.raises(ValueError, match="predict.*remove validation_fn"):
+        hookbridge.CallbackHook([Recorder()], logs={}, mode="predict", validation_fn=dict)
+    with pytest.raises(ValueError, match="batch_size = 'nope' is not a tensor"):
+        run(
+            lambda t: [
+                hookbridge.CallbackHook([Recorder()], logs={"x": "loss"}, batch_size="nope")
+            ],
+            [1.0],
+        )
+
+
 class Curious(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.seen = self.model.compiled_loss

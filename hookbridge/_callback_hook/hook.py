@@ -255,6 +255,7 @@ class CallbackHook(SessionRunHook):
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
+        self._fit_params = dict(self.params)
         self._started = False
 
     # -- SessionRunHook ---------------------------------------------------------------------
@@ -271,11 +272,13 @@ class CallbackHook(SessionRunHook):
         self._resume_batch = 0
         self._global_step = tf.compat.v1.train.get_global_step(graph)
         self._epoch_open = not self._training  # evaluate / predict: no epochs
+        self._epoch_first_batch = 0
         self._epoch_logs: dict = {}
         self._started = False
         calls = self._calls = dispatch.Dispatcher(self.callbacks)
+        self.params = dict(self._fit_params)
         if not self._training:  # as Keras's evaluate / predict
-            self.params = {"epochs": 1, "steps": None, "verbose": self.params["verbose"]}
+            self.params.update(epochs=1, steps=None)
         calls.configure(self.params, self._model_for)
         calls.select_batch_events(kind)
         self._batch_begin = calls.batch_begin_listened

@@ -697,3 +697,27 @@ def test_csv_logger_separator_and_append(tmp_path):
             texts[side] = f.read()
     assert texts["bridged"] == texts["native"]
     assert texts["native"].count("\n") == 5 and "\t" in texts["native"]
+
+
+# -- issue 14 item 9: one dispatch loop, Keras's exception policy -------------------------------
+class _Raises(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise ValueError("callback error at epoch 1")
+
+
+def test_callback_exception_propagates_at_once_as_in_fit():
+    """A callback raising in ``on_epoch_end``: the callbacks after it do not get that event, the
+    error propagates, ``on_train_end`` is not called (Keras's ``CallbackList``)."""
+    events = {}
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+        before, after = Recorder(), Recorder()
+        with pytest.raises(ValueError, match="callback error at epoch 1"):
+            fit([before, _Raises(), after], np.arange(8), batch_size=4, epochs=3, steps_per_epoch=2)
+        events[side] = (
+            _kinds(before.events, ("train", "epoch")),
+            _kinds(after.events, ("train", "epoch")),
+        )
+    assert events["bridged"] == events["native"]
+    before, after = events["native"]
+    assert before[-1][:2] == ("epoch_end", 1) and after[-1][:2] == ("train_batch_end", 1)

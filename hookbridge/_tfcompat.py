@@ -110,6 +110,13 @@ def implements_train_batch_hooks(callback: Any) -> bool | None:
     return None if ask is None else bool(ask())
 
 
+def implements_batch_hooks(callback: Any, kind: str) -> bool | None:
+    """tf_keras / Keras 2's ``_implements_<kind>_batch_hooks()`` (``kind``: ``"train"``,
+    ``"test"`` or ``"predict"``), or None where Keras does not ask (Keras 3)."""
+    ask = getattr(callback, f"_implements_{kind}_batch_hooks", None)
+    return None if ask is None else bool(ask())
+
+
 def metric_direction(metric: Any) -> str | None:
     """A Keras 3 metric's ``"up"``/``"down"`` direction (EarlyStopping's ``mode="auto"``)."""
     return getattr(metric, "_direction", None)

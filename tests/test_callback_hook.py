@@ -14,6 +14,8 @@ import hookbridge
 
 keras = tf.keras
 KERAS3 = hasattr(keras, "ops")
+# Each step here feeds one loss value: there are no batches whose sizes could differ.
+pytestmark = pytest.mark.filterwarnings("ignore:CallbackHook. batch_size= is not given")
 
 
 class Recorder(keras.callbacks.Callback):
@@ -358,6 +360,24 @@ def test_bad_inputs_name_what_was_received():
         run(lambda t: [hookbridge.CallbackHook([Recorder()], logs={"x": "nope"})], [1.0])
 
 
+def test_bad_batch_size_mode_and_epochs_name_what_was_received():
+    with pytest.raises(TypeError, match="batch_size must be an int, a tensor.*received 2.5"):
+        hookbridge.CallbackHook([Recorder()], logs={}, batch_size=2.5)
+    with pytest.raises(ValueError, match="batch_size must be positive, received 0"):
+        hookbridge.CallbackHook([Recorder()], logs={}, batch_size=0)
+    with pytest.raises(ValueError, match="epochs must be a non-negative int or None, received -1"):
+        hookbridge.CallbackHook([Recorder()], logs={}, epochs=-1)
+    with pytest.raises(ValueError, match="predict.*remove validation_fn"):
+        hookbridge.CallbackHook([Recorder()], logs={}, mode="predict", validation_fn=dict)
+    with pytest.raises(ValueError, match="batch_size = 'nope' is not a tensor"):
+        run(
+            lambda t: [
+                hookbridge.CallbackHook([Recorder()], logs={"x": "loss"}, batch_size="nope")
+            ],
+            [1.0],
+        )
+
+
 class Curious(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.seen = self.model.compiled_loss
@@ -396,7 +416,8 @@ def test_epoch_only_callbacks_are_not_dispatched_per_batch():
     begin_only = BeginOnly()
     no_logs = hookbridge.CallbackHook([begin_only], logs={"loss": "loss"}, steps_per_epoch=2)
     run(lambda t: [hook, no_logs], [1.0] * 4)
-    assert hook._batch_begin == [] and hook._batch_end == []  # decided in begin(), as Keras
+    table = hook._calls.table  # decided in begin(), as Keras
+    assert table["on_train_batch_begin"] == [] and table["on_train_batch_end"] == []
     assert no_logs._args is None  # no callback reads logs: nothing fetched
     assert begin_only.last == 1
     assert EpochOnly.calls == 2

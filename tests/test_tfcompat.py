@@ -195,6 +195,13 @@ def test_keras_private_markers_still_exist():
             "tf_keras moved Callback._implements_train_batch_hooks"
         )
         assert _tfcompat.implements_train_batch_hooks(keras.callbacks.TerminateOnNaN()) is True
+        for kind in ("train", "test", "predict"):
+            assert _tfcompat.implements_batch_hooks(base, kind) is False, (
+                f"tf_keras moved Callback._implements_{kind}_batch_hooks"
+            )
+        nan = keras.callbacks.TerminateOnNaN()
+        assert _tfcompat.implements_batch_hooks(nan, "train") is True
+        assert _tfcompat.implements_batch_hooks(nan, "test") is False
 
 
 def test_tf1_optimizer_settings_still_found():

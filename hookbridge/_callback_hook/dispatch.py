@@ -1,8 +1,16 @@
-"""Which callback methods run, and the one function that calls them (in list order, eagerly).
+"""The one place CallbackHook calls Keras callbacks: which methods run, in what order, in what
+mode, and what happens when one raises (as Keras's ``CallbackList`` and pluggy's ``_multicall``).
 
-A method runs only if the callback overrides it (Keras's ``is_default`` idea: Keras marks its
-no-op base methods with ``_is_default``); tf_keras / Keras 2 callbacks that declare
-``_implements_train_batch_hooks()`` are asked, as their own ``CallbackList`` does.
+* **Which**: a method runs only if the callback overrides it (Keras's ``is_default`` idea: Keras
+  marks its no-op base methods with ``_is_default``); tf_keras / Keras 2 callbacks that declare
+  ``_implements_{train,test,predict}_batch_hooks()`` are asked, as their own ``CallbackList``
+  does. Asked once, after ``set_params``/``set_model`` (tf_keras decides it there).
+* **Order**: the order of the ``callbacks`` list, for every event.
+* **Mode**: every call runs in eager mode (the session's graph is the default graph during hook
+  calls), except batch-end calls to Keras methods known not to care
+  (``_tfcompat.EAGER_FREE_CALLBACKS``).
+* **Exceptions**: a callback's exception propagates at once; the callbacks after it are not
+  called for that event, as in Keras's ``CallbackList``.
 """
 
 from __future__ import annotations
@@ -23,8 +31,21 @@ EVENTS: Final = {
     "on_train_batch_end": ("on_train_batch_end", "on_batch_end"),
     "on_epoch_end": ("on_epoch_end",),
     "on_train_end": ("on_train_end",),
+    "on_test_begin": ("on_test_begin",),
+    "on_test_batch_begin": ("on_test_batch_begin",),
+    "on_test_batch_end": ("on_test_batch_end",),
+    "on_test_end": ("on_test_end",),
+    "on_predict_begin": ("on_predict_begin",),
+    "on_predict_batch_begin": ("on_predict_batch_begin",),
+    "on_predict_batch_end": ("on_predict_batch_end",),
+    "on_predict_end": ("on_predict_end",),
 }
-_BATCH_EVENTS: Final = ("on_train_batch_begin", "on_train_batch_end")
+#: batch event -> the kind tf_keras / Keras 2 ask ``_implements_<kind>_batch_hooks()`` about.
+_BATCH_KIND: Final = {
+    f"on_{kind}_batch_{when}": kind
+    for kind in ("train", "test", "predict")
+    for when in ("begin", "end")
+}
 
 
 def callback_bases() -> tuple[type, ...]:
@@ -40,8 +61,9 @@ def callback_bases() -> tuple[type, ...]:
 
 def overrides(callback: Any, event: str) -> bool:
     """Whether ``callback`` does something on ``event`` (so it must be dispatched)."""
-    if event in _BATCH_EVENTS:
-        implements = _tfcompat.implements_train_batch_hooks(callback)
+    kind = _BATCH_KIND.get(event)
+    if kind is not None:
+        implements = _tfcompat.implements_batch_hooks(callback, kind)
         if implements is not None:
             return implements
     return any(_overridden(callback, name) for name in EVENTS[event])
@@ -58,13 +80,6 @@ def _overridden(callback: Any, name: str) -> bool:
     return all(own is not getattr(base, name, None) for base in callback_bases())
 
 
-def build_table(callbacks: list) -> dict[str, list[Callable[..., Any]]]:
-    """event -> bound methods to call, in callback order; events nobody overrides map to []."""
-    return {
-        event: [getattr(cb, event) for cb in callbacks if overrides(cb, event)] for event in EVENTS
-    }
-
-
 def needs_eager(method: Callable[..., Any]) -> bool:
     """Whether a bound callback method must run in eager mode: anything not listed in
     ``_tfcompat.EAGER_FREE_CALLBACKS``, including a subclass and a method replaced on the
@@ -78,15 +93,86 @@ def needs_eager(method: Callable[..., Any]) -> bool:
     return any(name in replaced for name in names)
 
 
-def eager_context() -> Any:
-    """The eager context every callback call runs in."""
-    return _tfcompat.eager()
+class Dispatcher:
+    """Calls a list of Keras callbacks; every call to a callback goes through one of its methods.
 
+    :meth:`configure` gives each callback its params and model and decides once which methods
+    run; :meth:`call` runs one event's methods (any event of :data:`EVENTS`). The per-step pair
+    :meth:`batch_begin` / :meth:`batch_end` does the same for the batch events chosen with
+    :meth:`select_batch_events`, with the eager scope reused and no lookup per step.
+    """
 
-def call(methods: list[Callable[..., Any]], *args: Any) -> None:
-    """Calls each method in order, in eager mode (the session's graph is the default graph
-    during hook calls). An exception propagates at once, as in Keras's ``CallbackList``."""
-    if methods:
-        with _tfcompat.eager():
-            for method in methods:
-                method(*args)
+    __slots__ = (
+        "_begin",
+        "_eager",
+        "_end",
+        "_end_eager",
+        "callbacks",
+        "table",
+    )
+
+    def __init__(self, callbacks: list) -> None:
+        self.callbacks = callbacks
+        self.table: dict[str, list[Callable[..., Any]]] = {event: [] for event in EVENTS}
+        self._eager = _tfcompat.EagerScope()  # reused by every call
+        self._begin: list[Callable[..., Any]] = []
+        self._end: list[Callable[..., Any]] = []
+        self._end_eager = False
+
+    def configure(self, params: dict, model_for: Callable[[Any], Any]) -> None:
+        """``set_params(params)`` and ``set_model(model_for(callback))`` on each callback, then
+        which methods run (asked once params and model are set, as Keras's ``CallbackList``)."""
+        with self._eager:
+            for cb in self.callbacks:
+                if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
+                    cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
+                cb.set_params(dict(params))
+                cb.set_model(model_for(cb))
+            self.table = {
+                event: [getattr(cb, event) for cb in self.callbacks if overrides(cb, event)]
+                for event in EVENTS
+            }
+
+    def listens(self, *events: str) -> bool:
+        """Whether some callback overrides one of ``events``."""
+        return any(self.table[event] for event in events)
+
+    def select_batch_events(self, kind: str) -> None:
+        """Makes :meth:`batch_begin`/:meth:`batch_end` call ``on_<kind>_batch_begin/end``."""
+        self._begin = self.table[f"on_{kind}_batch_begin"]
+        self._end = self.table[f"on_{kind}_batch_end"]
+        self._end_eager = any(map(needs_eager, self._end))
+
+    @property
+    def batch_begin_listened(self) -> bool:
+        return bool(self._begin)
+
+    @property
+    def batch_end_listened(self) -> bool:
+        return bool(self._end)
+
+    def call(self, event: str, *args: Any) -> None:
+        """Calls ``event``'s methods in callback order, in eager mode; an exception propagates
+        at once (the later callbacks are not called), as in Keras's ``CallbackList``."""
+        methods = self.table[event]
+        if methods:
+            with self._eager:
+                for method in methods:
+                    method(*args)
+
+    def batch_begin(self, batch: int) -> None:
+        """The selected ``on_*_batch_begin(batch, {})`` (per step: call only if listened)."""
+        with self._eager:
+            for method in self._begin:
+                method(batch, {})
+
+    def batch_end(self, batch: int, logs: Any) -> None:
+        """The selected ``on_*_batch_end(batch, logs)``; eager mode only if some method needs
+        it (per step: call only if listened)."""
+        if self._end_eager:
+            with self._eager:
+                for method in self._end:
+                    method(batch, logs)
+        else:
+            for method in self._end:
+                method(batch, logs)

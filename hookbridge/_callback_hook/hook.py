@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import tensorflow as tf
 
-from hookbridge import _tfcompat
 from hookbridge._callback_hook import dispatch
-from hookbridge._callback_hook.logs import GraphSums, RunningMeans, resolve
+from hookbridge._callback_hook.logs import (
+    GraphSums,
+    RunningMeans,
+    check_batch_size,
+    resolve,
+    resolve_batch_size,
+)
 from hookbridge._callback_hook.model import GraphState, ModelProxy
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -24,6 +30,46 @@ _UNSUPPORTED = {
     ),
     "SwapEMAWeights": "it swaps the EMA variables of a Keras optimizer, which a TF1 graph lacks.",
 }
+
+
+#: mode -> the kind of Keras events it drives (on_<kind>_begin, on_<kind>_batch_*, ...).
+_EVENT_KIND: Final = {"auto": "train", "train": "train", "evaluate": "test", "predict": "predict"}
+
+
+def _check_no_epochs(
+    mode: str, steps_per_epoch: Any, validation_fn: Any, epochs: Any, why: str
+) -> None:
+    """Keras's evaluate / predict have no epochs and no validation: refuse those arguments."""
+    given = [
+        name
+        for name, value in (
+            ("steps_per_epoch", steps_per_epoch),
+            ("validation_fn", validation_fn),
+            ("epochs", epochs),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ValueError(
+            f"CallbackHook(mode={mode!r}) drives Keras's on_{_EVENT_KIND[mode]}_* methods, as "
+            f"Keras's {mode}() does, which has no epochs or validation{why}: remove "
+            f"{', '.join(given)}."
+        )
+
+
+def _outputs(names: list[str], tensors: list) -> Any:
+    """What predict mode fetches: the lone log tensor, or a dict of them by name."""
+    return tensors[0] if len(tensors) == 1 else dict(zip(names, tensors))
+
+
+def _to_float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"CallbackHook: validation_fn returned {name!r}: {value!r}, which is not a number. "
+            "Return a dict of name -> scalar value (e.g. session.run(loss))."
+        ) from None
 
 
 def _check_callbacks(callbacks: Any) -> list:
@@ -66,14 +112,25 @@ class CallbackHook(SessionRunHook):
     when the first session is created, epochs synthesized from ``steps_per_epoch``
     (``on_epoch_begin`` before an epoch's first step, ``on_epoch_end`` after its last), one
     ``on_train_batch_begin``/``on_train_batch_end`` pair per ``MonitoredSession.run`` (the batch
-    index restarts every epoch), and ``on_train_end`` when the session ends. A stop (from a
-    callback, another hook, or the end of input) mid-epoch still closes that epoch, then
-    ``on_train_end`` runs, as Keras does after ``stop_training``; after any other error neither
-    runs, as in Keras. Session recovery (``AbortedError``) does not restart the training.
+    index restarts every epoch), and ``on_train_end`` when the session ends. With ``epochs`` and
+    ``steps_per_epoch`` both given, the hook requests a stop after the last epoch, as ``fit``
+    ends. A stop (from a callback, another hook, or the end of input) mid-epoch still closes that
+    epoch, then ``on_train_end`` runs with the last epoch's logs, as Keras does after
+    ``stop_training``; an input that ends before an epoch's first step leaves that epoch
+    unclosed (no ``on_epoch_end``; a warning says ``on_epoch_begin`` ran). After any other error
+    neither runs, as in Keras. Session recovery (``AbortedError``) does not restart training.
 
-    Logs are what Keras 3 reports: Python floats, sorted keys; batch logs are running means of
-    the fetched tensors within the epoch, epoch logs the epoch mean plus ``val_<name>`` from
-    ``validation_fn``. ``params`` is ``{"epochs", "steps", "verbose"}``.
+    Under an evaluation session (``Estimator.evaluate``, found by ``mode="auto"``, or
+    ``mode="evaluate"``) the hook is Keras's ``evaluate``: ``on_test_begin``,
+    ``on_test_batch_begin``/``on_test_batch_end`` per run, ``on_test_end(logs)``. With
+    ``mode="predict"`` (``Estimator.predict``) it is Keras's ``predict``: ``on_predict_begin``,
+    ``on_predict_batch_end(batch, {"outputs": <the fetched logs>})``, ``on_predict_end``.
+
+    Logs are what Keras reports: Python floats, sorted keys; batch logs are running means of
+    the fetched tensors within the epoch, weighted by each batch's sample count as Keras weights
+    them (``batch_size``); epoch logs the epoch mean plus ``val_<name>`` from ``validation_fn``,
+    which runs between ``on_test_begin`` and ``on_test_end`` as ``fit``'s validation.
+    ``params`` is ``{"epochs", "steps", "verbose"}``.
 
     The callbacks' ``model`` is one proxy over the graph, shared by every callback and every
     session of the hook as Keras shares its model (``History`` sets ``model.history``):
@@ -94,8 +151,9 @@ class CallbackHook(SessionRunHook):
             (``tf.identity(loss, name="loss")``) and pass names.
         steps_per_epoch: steps per synthesized epoch; ``None``: the whole run is one epoch.
         validation_fn: ``validation_fn(session) -> dict`` called at each epoch end (``session``
-            is the raw ``tf.compat.v1.Session``: running it triggers no hook); its values are
-            added to the epoch logs as ``val_<name>``.
+            is the raw ``tf.compat.v1.Session``: running it triggers no hook), as one test batch
+            between ``on_test_begin`` and ``on_test_end``; its values are added to the epoch
+            logs as ``val_<name>``.
         learning_rate: the graph's learning rate (or its name), read by
             ``model.optimizer.learning_rate`` (TensorBoard's ``epoch_learning_rate``): a
             ``tf.Variable`` (also assigned: ReduceLROnPlateau, LearningRateScheduler), a tensor
@@ -105,8 +163,9 @@ class CallbackHook(SessionRunHook):
             value the latest run was fed).
         variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
             names); default: the graph's trainable variables.
-        epochs: ``params["epochs"]`` (e.g. ``max_steps // steps_per_epoch``); default 1 when
-            ``steps_per_epoch`` is ``None``, else 0 (unknown).
+        epochs: ``params["epochs"]``; with ``steps_per_epoch``, training also ends after that
+            many epochs, as in ``fit``. Default: 1 when ``steps_per_epoch`` is ``None``, else 0
+            (unknown: no stop).
         verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
         metric_directions: log name -> ``"max"`` or ``"min"``: the direction ``mode="auto"``
             monitor callbacks (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) use for a
@@ -118,19 +177,33 @@ class CallbackHook(SessionRunHook):
             and settings for ``model.optimizer.name`` / ``get_config()``, its variables for
             ``model.summary()``, and its learning rate when ``learning_rate`` is not given
             (if that rate is a tensor or variable).
+        batch_size: each step's sample count, the weight of its values in the means: a tensor
+            (or tensor name) with the batch as first dimension (the input batch, labels or
+            sample weights), a scalar tensor holding the count, or an int when every batch has
+            that size. ``None``: every step counts once, with a warning (Keras weights by
+            sample count, so a smaller last batch would give other means).
+        mode: ``"auto"`` (default: ``"evaluate"`` if the graph has an eval step, as
+            ``Estimator.evaluate``'s, else ``"train"``), ``"train"``, ``"evaluate"`` or
+            ``"predict"``. Evaluate and predict take no ``steps_per_epoch``, ``validation_fn``
+            or ``epochs``.
 
     Raises:
         TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor,
-            ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping.
+            ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping, or
+            ``batch_size`` something else than an int, tensor or name.
         ValueError: an unsupported callback (BackupAndRestore: named, with the reason), a
-            ``metric_directions`` value other than ``"max"``/``"min"``, or (in ``begin``) a log
-            name missing from the graph (listing what is available), a ``learning_rate`` that
-            is not a scalar of the graph or is computed from a placeholder.
+            ``metric_directions`` value other than ``"max"``/``"min"``, an unknown ``mode`` or
+            epoch arguments in evaluate/predict mode, or (in ``begin``) a log name missing from
+            the graph (listing what is available), a ``learning_rate`` that is not a scalar of
+            the graph or is computed from a placeholder.
 
     Not forwarded:
-        * Validation hooks (``on_test_*``): ``validation_fn`` supplies ``val_*`` values only.
-        * Per-batch values: logs are running means, as Keras 3 reports them; the batch value
+        * ``model.stop_evaluating`` / ``stop_predicting``, and ``stop_training`` outside
+          training: an evaluation or prediction session runs to its own end.
+        * Per-batch values: logs are running means, as Keras reports them; the batch value
           is the graph's business.
+        * The run that finds the input exhausted got ``on_*_batch_begin`` (a hook cannot know
+          before the run), as Keras does on an input of unknown length.
         * The Keras model itself: no layers (TensorBoard weight histograms, graphs and
           embeddings are empty), no ``.keras`` archive from ``save``; tf_keras TensorBoard
           batch-level scalars (written by tf_keras's own train function) are not written.
@@ -142,7 +215,8 @@ class CallbackHook(SessionRunHook):
     Example:
         >>> hook = hookbridge.CallbackHook(                     # doctest: +SKIP
         ...     [keras.callbacks.CSVLogger("log.csv"), keras.callbacks.EarlyStopping("loss")],
-        ...     logs={"loss": loss}, steps_per_epoch=100, learning_rate=lr)
+        ...     logs={"loss": loss}, steps_per_epoch=100, epochs=10, learning_rate=lr,
+        ...     batch_size=features)
         >>> with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
         ...     while not sess.should_stop():
         ...         sess.run(train_op)
@@ -161,6 +235,8 @@ class CallbackHook(SessionRunHook):
         verbose: int = 1,
         metric_directions: Mapping[str, str] | None = None,
         optimizer: Any = None,
+        batch_size: Any = None,
+        mode: str = "auto",
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
         if not isinstance(logs, Mapping):
@@ -181,13 +257,29 @@ class CallbackHook(SessionRunHook):
                 f"{validation_fn!r}."
             )
         self._logs = dict(logs)
+        check_batch_size(batch_size)
+        if mode not in _EVENT_KIND:
+            raise ValueError(
+                f"CallbackHook: mode must be one of {list(_EVENT_KIND)}, received {mode!r}."
+            )
+        if mode in ("evaluate", "predict"):
+            _check_no_epochs(mode, steps_per_epoch, validation_fn, epochs, "")
+        self._mode_arg = mode
+        self._batch_size = batch_size
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
         self._state = GraphState(variables, learning_rate, metric_directions, optimizer)
         self._model = ModelProxy(self._state, self.callbacks)  # one model for every callback
+        if epochs is not None and (not isinstance(epochs, int) or epochs < 0):
+            raise ValueError(
+                f"CallbackHook: epochs must be a non-negative int or None, received {epochs!r}."
+            )
+        # As fit: with steps_per_epoch and epochs both given, training ends after `epochs`.
+        self._last_epoch = epochs if steps_per_epoch is not None and epochs else None
         if epochs is None:
             epochs = 1 if steps_per_epoch is None else 0
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
+        self._fit_params = dict(self.params)
         self._started = False
 
     # -- SessionRunHook ---------------------------------------------------------------------
@@ -198,44 +290,92 @@ class CallbackHook(SessionRunHook):
         lr = self._state.lr  # a fed placeholder: its value is taken from each run's feed_dict
         self._lr_fed = lr if lr is not None and lr.fed else None
         self._means = RunningMeans(names)
+        self.mode = self._resolve_mode(graph)
+        kind = _EVENT_KIND[self.mode]
+        self._training = kind == "train"
         self._epoch = 0
         self._batch = 0
         self._resume_batch = 0
         self._global_step = tf.compat.v1.train.get_global_step(graph)
-        self._epoch_open = False
+        self._epoch_open = not self._training  # evaluate / predict: no epochs
+        self._epoch_first_batch = 0
         self._epoch_logs: dict = {}
         self._started = False
-        params = self.params
-        model = self._model.for_session()
-        with dispatch.eager_context():
-            for cb in self.callbacks:
-                if type(cb).__name__ == "ProgbarLogger" and hasattr(cb, "use_steps"):
-                    cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
-                cb.set_params(dict(params))
-                cb.set_model(model)
-            # As Keras's CallbackList: which methods run is asked once params and model are set
-            # (tf_keras's ProgbarLogger and TensorBoard decide it there).
-            self._table = t = dispatch.build_table(self.callbacks)
-        self._batch_begin = t["on_train_batch_begin"]
-        self._batch_end = t["on_train_batch_end"]
-        # Eager mode is switched on around the batch-end calls unless all of them are Keras's
-        # own methods known not to care (TerminateOnNaN: _tfcompat.EAGER_FREE_CALLBACKS).
-        self._batch_end_eager = any(map(dispatch.needs_eager, self._batch_end))
-        # Values are needed only if some callback can see logs; if none reads batch logs, the
-        # epoch sums are kept in the graph (an op per step instead of a fetch, see logs.py).
-        needs_values = bool(self._batch_end or t["on_epoch_end"] or t["on_train_end"])
+        self._session_model = self._model.for_session()
+        calls = self._calls = dispatch.Dispatcher(self.callbacks)
+        self.params = dict(self._fit_params)
+        if not self._training:  # as Keras's evaluate / predict
+            self.params.update(epochs=1, steps=None)
+        calls.configure(self.params, self._model_for)
+        calls.select_batch_events(kind)
+        self._batch_begin = calls.batch_begin_listened
+        self._batch_end = calls.batch_end_listened
+        self._batch_logs = self._means.means
+        if kind == "predict":  # batch logs are {"outputs": the fetched values}, as Keras's
+            fetch = bool(self._batch_end and tensors)
+            self._args = SessionRunArgs(_outputs(names, tensors)) if fetch else None
+            self._add = self._keep_outputs if fetch else None
+            self._sums, self._batch_logs, self._last_outputs = None, self._outputs, None
+            return
+        ends = ("on_epoch_end", "on_train_end") if self._training else ("on_test_end",)
+        needs_values = self._batch_end or calls.listens(*ends)
+        self._plan_values(graph, tensors if needs_values else [])
+
+    def _resolve_mode(self, graph: tf.Graph) -> str:
+        """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
+        as under ``Estimator.evaluate``), else ``"train"``."""
+        if self._mode_arg != "auto":
+            return self._mode_arg
+        if not graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP):
+            return "train"
+        _check_no_epochs(
+            "evaluate",
+            self._steps_per_epoch,
+            self._validation_fn,
+            None,
+            " (mode='auto' found an evaluation session: the graph has an eval step, as under "
+            "Estimator.evaluate; pass mode='train' to drive the training methods anyway)",
+        )
+        return "evaluate"
+
+    def _plan_values(self, graph: tf.Graph, tensors: list) -> None:
+        """How each step's log values reach the sums: ``_args`` (what ``before_run`` asks
+        for), ``_add`` (what ``after_run`` does with the results; ``None``: count the step).
+
+        No tensors (nobody can see logs): nothing fetched. Nobody reads batch logs: the epoch
+        sums are kept in the graph (an op per step instead of a fetch, see logs.py). Otherwise
+        the tensors are fetched, one log (the usual loss) as a lone tensor, the cheapest fetch
+        TF maps. With a batch-size tensor, every value is weighted by it, as Keras does.
+        """
+        weight = resolve_batch_size(graph, self._batch_size) if tensors else None
+        if tensors and weight is None and self._batch_size is None:
+            warnings.warn(
+                "CallbackHook: batch_size= is not given, so every step counts once in the "
+                "epoch means; Keras weights each batch by its sample count, so a smaller (e.g. "
+                "last) batch makes the logs differ from fit's. Pass batch_size=<the input batch "
+                "tensor, or a scalar count tensor>, or batch_size=<int> if every batch has that "
+                "size.",
+                stacklevel=3,
+            )
+        means = self._means
         self._sums = None
-        if needs_values and tensors and not self._batch_end:
-            self._sums = GraphSums.build(graph, tensors)
-        # One log (the usual loss) is fetched as a lone tensor: the cheapest fetch TF maps.
-        self._single = len(tensors) == 1
-        if not needs_values or not tensors:
-            self._args = None
+        if tensors and not self._batch_end:
+            self._sums = GraphSums.build(graph, tensors, weight)
+        if not tensors:
+            self._args, self._add = None, None
         elif self._sums is not None:
-            self._args = SessionRunArgs(self._sums.update_op)
+            self._args, self._add = SessionRunArgs(self._sums.update_op), None
+        elif weight is not None:
+            self._args, self._add = SessionRunArgs([*tensors, weight]), means.add_weighted
+        elif len(tensors) == 1:
+            self._args, self._add = SessionRunArgs(tensors[0]), means.add_one
         else:
-            self._args = SessionRunArgs(tensors[0] if self._single else tensors)
-        self._eager = _tfcompat.EagerScope()  # reused every step
+            self._args, self._add = SessionRunArgs(tensors), means.add
+
+    def _model_for(self, callback: Any) -> Any:
+        """The ``model`` a callback is given (``set_model``): one model for every callback, as
+        Keras gives them (``History``'s ``model.history`` is seen by the others)."""
+        return self._session_model
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._state.session = session
@@ -243,8 +383,11 @@ class CallbackHook(SessionRunHook):
             self._sums.initialize(session)
         if not self._started:  # not again on session recovery
             self._started = True
-            self._resume_from(session)
-            dispatch.call(self._table["on_train_begin"], {})
+            if self._training:
+                self._resume_from(session)
+                self._calls.call("on_train_begin", {})
+            else:
+                self._calls.call(f"on_{_EVENT_KIND[self.mode]}_begin", {})
 
     def before_run(self, run_context: Any) -> Any:
         if self._lr_fed is not None:
@@ -252,43 +395,55 @@ class CallbackHook(SessionRunHook):
         if not self._epoch_open:
             self._epoch_open = True
             self._batch, self._resume_batch = self._resume_batch, 0
+            self._epoch_first_batch = self._batch
             self._means.reset()
-            dispatch.call(self._table["on_epoch_begin"], self._epoch, {})
+            self._calls.call("on_epoch_begin", self._epoch, {})
         if self._batch_begin:
-            with self._eager:
-                for method in self._batch_begin:
-                    method(self._batch, {})
+            self._calls.batch_begin(self._batch)
         return self._args
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         means = self._means
-        if self._args is None or self._sums is not None:
+        if self._add is None:
             means.count += 1
-        elif self._single:
-            means.add_one(run_values.results)
         else:
-            means.add(run_values.results)
-        state = self._state
+            self._add(run_values.results)
         if self._batch_end:
-            logs = means.means()
-            if self._batch_end_eager:
-                with self._eager:
-                    for method in self._batch_end:
-                        method(self._batch, logs)
-            else:
-                for method in self._batch_end:
-                    method(self._batch, logs)
+            self._calls.batch_end(self._batch, self._batch_logs())
         self._batch += 1
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
-        if state.stop_training:
+            if self._last_epoch is not None and self._epoch >= self._last_epoch:
+                run_context.request_stop()  # as fit: `epochs` epochs, then the end
+        if self._state.stop_training and self._training:
             run_context.request_stop()
 
     def end(self, session: Any) -> None:
         self._state.session = session
+        if not self._training:
+            self._end_evaluate_or_predict(session)
+            return
         if self._epoch_open:
-            self._end_epoch()
-        dispatch.call(self._table["on_train_end"], self._epoch_logs)
+            if self._batch > self._epoch_first_batch:
+                self._end_epoch()
+            else:
+                self._drop_empty_epoch()
+        self._calls.call("on_train_end", self._epoch_logs)
+
+    # -- evaluate / predict -----------------------------------------------------------------------
+    def _keep_outputs(self, results: Any) -> None:
+        self._last_outputs = results
+
+    def _outputs(self) -> dict:
+        return {"outputs": self._last_outputs}
+
+    def _end_evaluate_or_predict(self, session: Any) -> None:
+        if self.mode == "predict":
+            self._calls.call("on_predict_end", {})
+            return
+        if self._sums is not None:
+            self._sums.take(session, self._means)
+        self._calls.call("on_test_end", self._means.means())
 
     # -- epochs ------------------------------------------------------------------------------
     def _resume_from(self, session: Any) -> None:
@@ -303,23 +458,53 @@ class CallbackHook(SessionRunHook):
         step = int(session.run(self._global_step))
         self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
 
+    def _validate(self) -> dict[str, float]:
+        """``validation_fn`` as ``fit``'s validation: one test batch between ``on_test_begin``
+        and ``on_test_end`` (its logs without the ``val_`` prefix, as Keras's)."""
+        calls = self._calls
+        calls.call("on_test_begin", {})
+        calls.call("on_test_batch_begin", 0, {})
+        results = self._validation_fn(self._state.session)
+        if not isinstance(results, Mapping):
+            raise TypeError(
+                "CallbackHook: validation_fn must return a dict of name -> value, received "
+                f"{results!r} of type {type(results).__name__}."
+            )
+        logs = {name: _to_float(name, value) for name, value in sorted(results.items())}
+        calls.call("on_test_batch_end", 0, dict(logs))
+        calls.call("on_test_end", dict(logs))
+        return logs
+
+    def _drop_empty_epoch(self) -> None:
+        """The input ended (or a stop came) before the first step of the epoch just begun.
+
+        ``fit`` would not have begun it: it is not closed (no validation, no ``on_epoch_end``,
+        no History entry or CSV row) and ``on_train_end`` gets the last closed epoch's logs.
+        ``on_epoch_begin`` (and the batch's ``on_train_batch_begin``) ran already, since a hook
+        cannot know before a run that its input is exhausted: say so when someone listened.
+        """
+        self._epoch_open = False
+        if self._epoch > 0 and self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
+            warnings.warn(
+                f"CallbackHook: the input ended before the first step of epoch {self._epoch}, "
+                f"after on_epoch_begin({self._epoch}) had been called (a hook cannot know "
+                "before a run that the input is exhausted). The epoch is not closed, as fit "
+                "would not have begun it. Pass epochs= (with steps_per_epoch=) to end "
+                "training after the last epoch, as fit does.",
+                stacklevel=2,
+            )
+
     def _end_epoch(self) -> None:
         if self._sums is not None:
             self._sums.take(self._state.session, self._means)
         logs = self._means.means()
         if self._validation_fn is not None:
-            results = self._validation_fn(self._state.session)
-            if not isinstance(results, Mapping):
-                raise TypeError(
-                    "CallbackHook: validation_fn must return a dict of name -> value, received "
-                    f"{results!r} of type {type(results).__name__}."
-                )
-            for name, value in results.items():
-                logs[f"val_{name}"] = float(value)
+            for name, value in self._validate().items():
+                logs[f"val_{name}"] = value
             logs = dict(sorted(logs.items()))
         # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
         # change the logs on_train_end receives.
-        dispatch.call(self._table["on_epoch_end"], self._epoch, dict(logs))
+        self._calls.call("on_epoch_end", self._epoch, dict(logs))
         self._epoch_logs = logs
         self._epoch_open = False
         self._epoch += 1

@@ -1,4 +1,10 @@
-"""Log tensors: resolving the ``logs`` argument, and the running means Keras 3 reports.
+"""Log tensors: resolving the ``logs`` argument, and the running means Keras reports.
+
+Keras weights every batch's loss and metrics by the batch's sample count (a ragged last batch
+counts less): ``Dataset.range(10).batch(4)`` with loss ``x**2`` reports 28.5, not 35.83, the mean
+of the three batch means (Keras 3, tf_keras and Keras 2.15 alike). The sums below are weighted by
+the batch size when CallbackHook knows it (``batch_size=``, :func:`resolve_batch_size`), and count
+every step once otherwise.
 
 Two ways to keep an epoch's sums. When some callback reads batch logs (TerminateOnNaN, a
 per-batch ProgbarLogger...), each step fetches the log tensors and the sums are Python floats
@@ -21,34 +27,75 @@ import tensorflow as tf
 def resolve(graph: tf.Graph, logs: Mapping[str, Any]) -> tuple[list[str], list[tf.Tensor]]:
     """(sorted names, tensors) of ``logs`` in ``graph``; raises naming a missing entry."""
     names = sorted(logs)
-    tensors = []
-    for name in names:
-        value = logs[name]
-        if isinstance(value, str):
-            key = value if ":" in value else value + ":0"
-            try:
-                tensor = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
-            except (KeyError, ValueError) as e:
-                raise ValueError(
-                    f"CallbackHook: logs[{name!r}] = {value!r} is not a tensor of the session's "
-                    f"graph ({e}). Available scalar float tensors: {_available(graph)}. Give the "
-                    "tensor a name in the graph (e.g. tf.identity(loss, name='loss')) or pass the "
-                    "tensor itself."
-                ) from None
-        elif isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "graph"):
-            tensor = value
-            if getattr(tensor, "graph", None) is not graph:
-                raise ValueError(
-                    f"CallbackHook: logs[{name!r}] = {value!r} does not belong to the graph the "
-                    "session runs. Build it in that graph (or pass its name)."
-                )
-        else:
-            raise TypeError(
-                f"CallbackHook: logs[{name!r}] must be a tensor or a tensor name, received "
-                f"{value!r} of type {type(value).__name__}."
+    return names, [_resolve_one(graph, f"logs[{name!r}]", logs[name]) for name in names]
+
+
+def _resolve_one(graph: tf.Graph, label: str, value: Any) -> tf.Tensor:
+    """The tensor ``value`` (a tensor or tensor name of ``graph``) given as CallbackHook's
+    ``label``; raises naming ``label`` and how to fix it."""
+    if isinstance(value, str):
+        key = value if ":" in value else value + ":0"
+        try:
+            tensor = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (KeyError, ValueError) as e:
+            raise ValueError(
+                f"CallbackHook: {label} = {value!r} is not a tensor of the session's "
+                f"graph ({e}). Available scalar float tensors: {_available(graph)}. Give the "
+                "tensor a name in the graph (e.g. tf.identity(loss, name='loss')) or pass the "
+                "tensor itself."
+            ) from None
+    elif isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "graph"):
+        tensor = value
+        if getattr(tensor, "graph", None) is not graph:
+            raise ValueError(
+                f"CallbackHook: {label} = {value!r} does not belong to the graph the "
+                "session runs. Build it in that graph (or pass its name)."
             )
-        tensors.append(tensor)
-    return names, tensors
+    else:
+        raise TypeError(
+            f"CallbackHook: {label} must be a tensor or a tensor name, received "
+            f"{value!r} of type {type(value).__name__}."
+        )
+    return tensor
+
+
+def check_batch_size(value: Any) -> bool:
+    """Checks CallbackHook's ``batch_size=`` argument; True if it is a tensor or tensor name."""
+    if value is None:
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"CallbackHook: batch_size must be positive, received {value!r}.")
+        return False
+    if isinstance(value, (str, tf.Tensor, tf.Variable)) or hasattr(value, "graph"):
+        return True
+    raise TypeError(
+        "CallbackHook: batch_size must be an int, a tensor (the batch's sample count, or a tensor "
+        "whose first dimension is the batch, e.g. the input batch) or a tensor name, received "
+        f"{value!r} of type {type(value).__name__}."
+    )
+
+
+def resolve_batch_size(graph: tf.Graph, value: Any) -> tf.Tensor | None:
+    """The tensor holding a step's sample count, from CallbackHook's ``batch_size=``.
+
+    ``None`` or an int (every batch has that size: equal weights) need no tensor. A scalar
+    tensor is the count itself; a tensor with a batch dimension (the batch's features, labels or
+    sample weights) gives its first dimension. A string names a tensor of ``graph``.
+    """
+    if not check_batch_size(value):
+        return None
+    tensor = _resolve_one(graph, "batch_size", value)
+    if tensor.shape.rank == 0:
+        return tensor
+    if graph.finalized:
+        raise ValueError(
+            f"CallbackHook: batch_size={value!r} is a batch tensor, whose first dimension needs "
+            "an op added in begin(), but the graph is finalized already. Pass a scalar tensor "
+            "holding the count (e.g. tf.shape(features)[0]) instead."
+        )
+    with graph.as_default(), tf.name_scope("hookbridge_callback_logs"):
+        return tf.shape(tensor, out_type=tf.int64)[0]
 
 
 def _available(graph: tf.Graph, limit: int = 30) -> str:
@@ -81,6 +128,14 @@ class RunningMeans:
             sums[i] += _scalar(v)
         self.count += 1
 
+    def add_weighted(self, values: list) -> None:
+        """``values``: the log values, then the batch's sample count (their weight)."""
+        n = float(values[-1])
+        sums = self.sums
+        for i in range(len(sums)):
+            sums[i] += _scalar(values[i]) * n
+        self.count += n
+
     def add_one(self, value: Any) -> None:
         """``add([value])`` for the one-log case, without the list."""
         try:
@@ -104,7 +159,8 @@ def _scalar(value: Any) -> float:
 
 
 class GraphSums:
-    """Per-epoch sums of the log tensors (and the step count) in a float64 graph variable.
+    """Per-epoch sums of the log tensors (and the step or sample count) in a float64 graph
+    variable; with a ``weight`` tensor (the batch size), each value counts ``weight`` times.
 
     The variable is in no collection: no Saver saves it, no Scaffold initializes it, and the
     hook initializes it in every session it is given (a recovered session starts the epoch's sums
@@ -112,11 +168,15 @@ class GraphSums:
     log tensor is not a number, and the caller fetches the tensors instead.
     """
 
-    def __init__(self, tensors: list[tf.Tensor]) -> None:
+    def __init__(self, tensors: list[tf.Tensor], weight: tf.Tensor | None = None) -> None:
         values = [
             tf.cast(t if t.shape.rank == 0 else tf.reduce_mean(t), tf.float64) for t in tensors
         ]
-        values.append(tf.constant(1.0, tf.float64))  # the step count
+        if weight is None:
+            values.append(tf.constant(1.0, tf.float64))  # the step count
+        else:
+            w = tf.cast(weight, tf.float64)
+            values = [v * w for v in values] + [w]  # the sample count
         zeros = tf.zeros([len(values)], tf.float64)
         self.variable = tf.compat.v1.Variable(
             zeros, trainable=False, collections=[], name="sums", use_resource=True
@@ -128,13 +188,15 @@ class GraphSums:
         self._read_and_reset = (current, reset)
 
     @classmethod
-    def build(cls, graph: tf.Graph, tensors: list[tf.Tensor]) -> GraphSums | None:
+    def build(
+        cls, graph: tf.Graph, tensors: list[tf.Tensor], weight: tf.Tensor | None = None
+    ) -> GraphSums | None:
         if graph.finalized or not all(
             t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool for t in tensors
         ):
             return None
         with graph.as_default(), tf.name_scope("hookbridge_callback_logs"):
-            return cls(tensors)
+            return cls(tensors, weight)
 
     def initialize(self, session: Any) -> None:
         session.run(self.variable.initializer)
@@ -143,4 +205,4 @@ class GraphSums:
         """Moves the sums into ``means`` and zeroes them for the next epoch (one run)."""
         values, _ = session.run(self._read_and_reset)
         means.sums = [float(v) for v in values[:-1]]
-        means.count = int(values[-1])
+        means.count = float(values[-1])

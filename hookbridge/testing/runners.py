@@ -153,6 +153,7 @@ def callback_hook(callbacks: Sequence[Any], run: _Run, **kwargs: Any) -> Any:
     kwargs.setdefault("logs", {"loss": "loss"})
     kwargs.setdefault("learning_rate", "learning_rate")
     kwargs.setdefault("verbose", 0)
+    kwargs.setdefault("batch_size", 1)  # drive_fit's batches hold one sample each
     return CallbackHook(list(callbacks), steps_per_epoch=spe, epochs=run.epochs, **kwargs)
 
 

@@ -52,19 +52,41 @@ class KerasAccess:
             return self.model.get_weights()
 
     def loss_count_reader(self) -> Callable[[], float | None]:
-        """Reads the loss tracker's sample count (tf_keras builds the tracker at the first step)."""
+        """Reads the loss tracker's sample count (tf_keras builds the tracker at the first step).
+
+        The read is one raw ``ReadVariableOp`` in eager mode (about 20 µs, a quarter of
+        ``keras.backend.get_value``): the bridge reads the count on every step where a hook
+        fetches a batch value. Distributed variables and tf_keras graph mode take Keras's way.
+        """
         found: list = []
+        scope = _tfcompat.eager()
+
+        def locate() -> bool:
+            for metric in getattr(self.model, "metrics", ()):
+                if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
+                    count = metric.count
+                    variable = getattr(count, "value", None)  # Keras 3: the backend variable
+                    if not isinstance(variable, tf.Variable):
+                        variable = count
+                    fast = (
+                        isinstance(variable, tf.Variable)
+                        and not isinstance(variable, tf.distribute.DistributedValues)
+                        and tf.compat.v1.executing_eagerly_outside_functions()
+                        and hasattr(variable, "handle")
+                    )
+                    found.append((count, variable.handle if fast else None, variable.dtype))
+                    return True
+            return False
 
         def read() -> float | None:
-            if not found:
-                for metric in getattr(self.model, "metrics", ()):
-                    if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
-                        found.append(metric.count)
-                        break
-                else:
-                    return None
-            with self._context(found[0]):
-                return float(keras.backend.get_value(found[0]))
+            if not found and not locate():
+                return None
+            count, handle, dtype = found[0]
+            if handle is None:
+                with self._context(count):
+                    return float(keras.backend.get_value(count))
+            with scope:
+                return float(tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype))
 
         return read
 

@@ -178,6 +178,8 @@ class BridgeRun:
         except BaseException:
             self.close()
             raise
+        if self._pending:  # the sample count before this step, if a fetch needs a batch value
+            self.batch_values.prepare(self._pending)
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 

@@ -68,13 +68,14 @@ class KerasAccess:
                     variable = getattr(count, "value", None)  # Keras 3: the backend variable
                     if not isinstance(variable, tf.Variable):
                         variable = count
+                    handle = getattr(variable, "handle", None)
                     fast = (
                         isinstance(variable, tf.Variable)
                         and not isinstance(variable, tf.distribute.DistributedValues)
-                        and tf.compat.v1.executing_eagerly_outside_functions()
-                        and hasattr(variable, "handle")
+                        and handle is not None
+                        and not hasattr(handle, "graph")  # an eager handle (no graph mode)
                     )
-                    found.append((count, variable.handle if fast else None, variable.dtype))
+                    found.append((count, handle if fast else None, variable.dtype))
                     return True
             return False
 

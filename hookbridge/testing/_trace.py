@@ -64,7 +64,7 @@ def decode_summary(data: bytes) -> tuple | None:
     for kind in (_summary_class(), _event_class()):
         try:
             proto = kind.FromString(data)
-        except Exception:  # noqa: BLE001 - not a message of this kind
+        except Exception:  # noqa: BLE001, S112 - not a message of this kind
             continue
         if proto.SerializeToString(deterministic=True) != data:
             continue  # parsed with unknown fields or by accident: not this kind

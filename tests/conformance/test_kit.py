@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 import tensorflow as tf
@@ -149,3 +150,48 @@ def test_summaries_with_other_values_differ_in_a_trace():
     lagged = [("h0", "after_run", 1, {"s": normalize(before)})]
     assert first_difference(native, lagged) == 0
     assert "('loss', 2.0)" in format_diff(native, lagged)
+
+
+def test_committed_results_are_compared_with_what_was_measured():
+    """Issue 13 item 9: the suite fails when a stack's committed results are stale."""
+    row = {"kind": "hook", "name": "A", "status": "passed", "note": ""}
+    versions = {"tensorflow": "2.21.0", "keras": "3.15.1 (keras)"}
+    committed = {**versions, "results": {"hook:A": row}}
+    assert compat_table.differences(committed, {"hook:A": row}, versions) == []
+    failed = {**row, "status": "failed"}
+    assert compat_table.differences(committed, {"hook:A": failed}, versions) == [
+        "hook:A: committed 'passed' (''), measured 'failed' ('')"
+    ]
+    new_row = {**row, "name": "B"}
+    assert compat_table.differences(committed, {"hook:B": new_row}, versions) == [
+        "hook:B: not in the committed results, measured 'passed'"
+    ]
+    other_tf = {**versions, "tensorflow": "2.22.0"}
+    assert compat_table.differences(committed, {"hook:A": row}, other_tf) == [
+        "tensorflow: committed '2.21.0', measured '2.22.0'"
+    ]
+    assert compat_table.differences({}, {"hook:A": row}, versions) == [
+        "no committed results for this stack"
+    ]
+    meta = {"stack": "s", **versions, "hookbridge": "0.1.0", "measured": "2026-11-23"}
+    data = compat_table.updated(committed, {"hook:B": new_row}, meta)
+    assert (
+        data["results"] == {"hook:A": row, "hook:B": new_row}
+        and data["measured"] == meta["measured"]
+    )
+    assert compat_table.differences(data, {"hook:B": new_row}, versions) == []
+
+
+def test_the_compatibility_page_is_rendered_from_the_committed_results():
+    root = pathlib.Path(__file__).parents[2]
+    files = sorted((root / "tests" / "conformance" / "results").glob("*.json"))
+    stacks = [json.loads(f.read_text()) for f in files]
+    assert all(s.get("hookbridge") and s.get("measured") for s in stacks), (
+        "a results file lacks the hookbridge version or date: regenerate it with "
+        "HOOKBRIDGE_UPDATE_RESULTS=1 (docs/conformance.md)"
+    )
+    page = (root / "docs" / "compatibility.md").read_text()
+    assert page == compat_table.render(stacks), (
+        "docs/compatibility.md is not what the committed results render: run "
+        "python -m hookbridge.testing.compat_table"
+    )

@@ -12,6 +12,12 @@ import tensorflow as tf
 #: The kind of a held fetch that is a batch value (``session.py`` names it ``_BATCH``).
 _BATCH_KIND = "batch"
 
+#: Built-in hooks that use a fetched batch value only through ``np.isnan`` (their ``after_run``
+#: source is pinned by tests/test_graph_free.py and tests/conformance/test_batch_values.py).
+#: Whether a recovered batch value is NaN does not depend on the sample counts, so a step whose
+#: only consumers are these hooks needs no count read. Exact classes only.
+_NAN_ONLY: frozenset[type] = frozenset({tf.compat.v1.train.NanTensorHook})
+
 
 class BatchValues:
     """Turns Keras's running means over the epoch back into the value of the last batch.
@@ -29,7 +35,12 @@ class BatchValues:
       for a batch value (or for a run of the bridge's graph), unless the previous step already
       read it. A hook fetching the loss every step thus costs one read per step; one fetching it
       every 100 steps two reads per 100 steps; a step nobody asks about costs none;
-    * ``n`` again at the last step of an epoch of known length, for a fetch in ``end()``.
+    * ``n`` again at the last step of an epoch of known length, for a fetch in ``end()``;
+    * nothing for a plain ``NanTensorHook``: it only asks whether its fetch is NaN, and a
+      recovered value is NaN exactly when the batch's is, whatever the counts (up to the first
+      non-finite batch, where it stops the run). A step where it is the only consumer reads
+      nothing (the value it receives is exact in NaN-ness only); with any other consumer on the
+      step every consumer gets the exact value.
 
     A batch value asked for on a step whose ``p`` was not read (``session.run`` inside a hook's
     ``after_run`` without a ``before_run`` request) assumes the batch had as many samples as the
@@ -41,9 +52,12 @@ class BatchValues:
     __slots__ = (
         "_first",
         "_last_size",
+        "_nan_only",
         "_needs",
         "_prev",
         "_prev_seen",
+        "_quiet",
+        "_quiet_next",
         "_read_count",
         "_seen",
         "_step_inc",
@@ -55,6 +69,8 @@ class BatchValues:
     def __init__(self, read_count: Callable[[], float | None] | None) -> None:
         self._read_count = read_count
         self._needs: dict[Any, bool] = {}  # FetchPlan -> whether it needs a batch value
+        self._nan_only: dict[int, bool] = {}  # id(hook) -> only checks its fetch for NaN
+        self._quiet = self._quiet_next = 0  # batch values of this (the next) step for them
         self._warned: set[str] = set()
         self.reset()
 
@@ -74,16 +90,26 @@ class BatchValues:
         """Before a Keras step: reads the samples seen so far if a pending fetch plan will need
         the coming batch's value and no earlier read already has them (``pending`` holds the
         step's ``(hook, FetchPlan)`` pairs)."""
-        if self._seen is not None or self._read_count is None:
+        if self._read_count is None:
             return
-        needs = self._needs
-        for _, plan in pending:
+        needs, nan_only, quiet = self._needs, self._nan_only, 0
+        for hook, plan in pending:
             need = needs.get(plan)
             if need is None:
                 need = needs[plan] = _plan_needs_batch(plan)
-            if need:
+            if not need:
+                continue
+            only = nan_only.get(id(hook))
+            if only is None:
+                only = nan_only[id(hook)] = _checks_only_nan(hook, plan)
+            if only:
+                quiet += 1
+                continue
+            if self._seen is None:
                 self._seen = self._read_count()
-                return
+            self._quiet_next = 0
+            return
+        self._quiet_next = quiet
 
     def update(self, logs: Mapping[str, float], steps: int, last_in_epoch: bool) -> None:
         """Records ``logs`` after ``steps`` more training steps; values are derived on demand
@@ -93,6 +119,7 @@ class BatchValues:
         self._step_inc = steps
         self._prev_seen, self._prev = self._seen, self.means
         self._seen, self.means = None, logs
+        self._quiet, self._quiet_next = self._quiet_next, 0
         if last_in_epoch and self._read_count is not None:
             self._seen = self._read_count()
 
@@ -114,6 +141,12 @@ class BatchValues:
                 f"(running_mean/{key} holds Keras's value).",
             )
             return math.nan
+        if self._quiet:
+            # for a NaN check (see _NAN_ONLY): any positive weights give the exact NaN-ness
+            self._quiet -= 1
+            return (self._steps * mean - (self._steps - self._step_inc) * prev_mean) / (
+                self._step_inc
+            )
         seen, prev_seen = self._counts()
         weight = seen - prev_seen
         if weight <= 0:
@@ -176,3 +209,13 @@ def log_keys_read(elements: Iterable[Any], log_ops: Mapping[Any, str]) -> set[st
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
     return keys
+
+
+def _checks_only_nan(hook: Any, plan: Any) -> bool:
+    """Whether ``hook`` (a plain built-in in ``_NAN_ONLY``) fetches one held batch value."""
+    return (
+        type(hook) in _NAN_ONLY
+        and "after_run" not in getattr(hook, "__dict__", {})
+        and len(plan.elements) == 1
+        and not plan.unknown
+    )

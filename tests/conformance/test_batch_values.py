@@ -219,3 +219,59 @@ def test_a_summary_of_the_loss_holds_the_batch_loss():
 
     got = _bridged(_generator_dataset(batches), 1, Summaries)
     np.testing.assert_allclose(got, expected, rtol=2e-4)
+
+
+def test_nan_tensor_hook_stops_at_the_nan_batch_of_varying_sizes():
+    """NanTensorHook (no sample-count reads: it only asks whether its fetch is NaN) stops at the
+    same step as natively, with batch sizes varying; a second hook fetching the loss on the same
+    steps still gets exact values."""
+    batches = _batches(SIZES + [8, 12])
+    x, y = batches[3]
+    batches[3] = (x, np.where(np.arange(len(y))[:, None] == 2, np.nan, y).astype("float32"))
+
+    def hooks():
+        return [T.NanTensorHook("loss:0", fail_on_nan_loss=False), FetchLogs(every=2)]
+
+    native_logs = _native(batches, 1, lambda: FetchLogs(every=2))
+    native_steps = _native_steps_until_nan(batches)
+    bridge = hookbridge.HookCallback(hooks)
+    model = _model()
+    with bridge:
+        model.fit(_generator_dataset(batches), epochs=1, verbose=0, callbacks=[bridge])
+    assert native_steps == 4  # steps 0..3; NaN in step 3's batch
+    assert int(model.optimizer.iterations.numpy()) == native_steps
+    bridged_logs = bridge.hooks[1].got
+    _assert_same(native_logs[: len(bridged_logs)], bridged_logs)
+    assert [s for s, *_ in bridged_logs] == [0, 2]
+    assert bridge.hooks[0].__class__ is T.NanTensorHook
+
+
+def _native_steps_until_nan(batches):
+    """How many runs a native MonitoredSession makes before NanTensorHook stops it."""
+    graph = tf.Graph()
+    with graph.as_default():
+        gs = T.get_or_create_global_step()
+        x = tf.compat.v1.placeholder(tf.float32, [None, 1])
+        y = tf.compat.v1.placeholder(tf.float32, [None, 1])
+        kernel = tf.compat.v1.get_variable("kernel", initializer=np.full((1, 1), 0.5, "float32"))
+        bias = tf.compat.v1.get_variable("bias", initializer=np.zeros((1,), "float32"))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, kernel) + bias - y), name="loss")
+        train = T.GradientDescentOptimizer(LR).minimize(loss, global_step=gs)
+        runs = 0
+        with T.MonitoredSession(hooks=[T.NanTensorHook(loss, fail_on_nan_loss=False)]) as sess:
+            for xb, yb in batches:
+                if sess.should_stop():
+                    break
+                sess.run(train, {x: xb, y: yb})
+                runs += 1
+    return runs
+
+
+def test_nan_tensor_hook_uses_its_fetch_only_through_isnan():
+    """Pins what lets a step whose only batch-value consumer is NanTensorHook skip the count
+    reads: its after_run reads the fetched value only in ``np.isnan(run_values.results)``."""
+    import inspect
+
+    source = inspect.getsource(T.NanTensorHook.after_run)
+    assert source.count("run_values") == 2  # the parameter, and the one use below
+    assert "np.isnan(run_values.results)" in source

@@ -51,6 +51,8 @@ class BatchValues:
 
     __slots__ = (
         "_first",
+        "_is_mean",
+        "_kinds",
         "_last_size",
         "_nan_only",
         "_needs",
@@ -72,6 +74,8 @@ class BatchValues:
         self._nan_only: dict[int, bool] = {}  # id(hook) -> only checks its fetch for NaN
         self._quiet = self._quiet_next = 0  # batch values of this (the next) step for them
         self._warned: set[str] = set()
+        self._is_mean = getattr(read_count, "is_sample_mean", None)
+        self._kinds: dict[str, bool] = {}  # key -> whether its metric is a mean over samples
         self.reset()
 
     def reset(self) -> None:
@@ -131,6 +135,8 @@ class BatchValues:
             return None
         if self._first:
             return float(mean)
+        if key != "loss" and not self._is_sample_mean(key):
+            return float(mean)
         prev_mean = self._prev.get(key, 0.0)
         if not math.isfinite(prev_mean):
             self._warn_once(
@@ -152,6 +158,24 @@ class BatchValues:
         if weight <= 0:
             return float(mean)
         return (seen * mean - prev_seen * prev_mean) / weight
+
+    def _is_sample_mean(self, key: str) -> bool:
+        """Whether ``key``'s batch value can be recovered (its metric is a mean over samples);
+        warns once for a key whose metric is not (its tensor then holds Keras's value)."""
+        known = self._kinds.get(key)
+        if known is None:
+            found = self._is_mean(key) if self._is_mean is not None else None
+            known = self._kinds[key] = found is not False
+            if not known:
+                self._warn_once(
+                    f"kind:{key}",
+                    f"HookCallback: Keras's {key!r} metric is not a mean over samples (it has no "
+                    "count, e.g. AUC, Precision): Keras logs its value over the epoch so far and "
+                    f"no batch value can be recovered from it, so the bridge's {key!r} tensor "
+                    f"holds Keras's value, as running_mean/{key} does. Compute the batch value in "
+                    "a hook of your own if you need it.",
+                )
+        return known
 
     def _counts(self) -> tuple[float, float]:
         """(samples after the last step, samples before it), read or inferred."""

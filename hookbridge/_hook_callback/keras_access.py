@@ -89,7 +89,17 @@ class KerasAccess:
             with scope:
                 return float(tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype))
 
+        read.is_sample_mean = self.is_sample_mean  # type: ignore[attr-defined]
         return read
+
+    def is_sample_mean(self, key: str) -> bool | None:
+        """Whether the metric logged as ``key`` is a mean over samples (it has a ``count``, as
+        ``Mean``/``MeanMetricWrapper`` do; ``AUC``, ``Precision``... have not), or None if no
+        metric of the model has that name."""
+        for metric in _flat_metrics(self.model):
+            if getattr(metric, "name", None) == key:
+                return hasattr(metric, "count") and hasattr(metric, "total")
+        return None
 
     def log_keys(self, extra: list[str]) -> list[str]:
         """``loss``, the compiled metrics' names and ``extra``: the tensors the graph gets.
@@ -129,6 +139,15 @@ class KerasAccess:
                 "cannot stop evaluate/predict early (Keras 3 can); the run continues to its end.",
                 stacklevel=5,
             )
+
+
+def _flat_metrics(model: Any) -> list:
+    """The model's metric objects, with Keras 3's ``CompileMetrics`` container opened."""
+    out = []
+    for metric in getattr(model, "metrics", ()):
+        inner = getattr(metric, "metrics", None)
+        out.extend(inner if isinstance(inner, (list, tuple)) and inner else [metric])
+    return out
 
 
 def _flatten(value: Any) -> list:

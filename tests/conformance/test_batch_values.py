@@ -275,3 +275,44 @@ def test_nan_tensor_hook_uses_its_fetch_only_through_isnan():
     source = inspect.getsource(T.NanTensorHook.after_run)
     assert source.count("run_values") == 2  # the parameter, and the one use below
     assert "np.isnan(run_values.results)" in source
+
+
+def test_a_metric_that_is_not_a_mean_holds_keras_value_and_warns():
+    """AUC has no per-batch value in Keras's logs (it is not a mean over samples): its tensor
+    holds Keras's value, with a one-time warning; a mean metric beside it stays exact."""
+    batches = _batches(SIZES)
+    model = keras.Sequential(
+        [
+            keras.Input((1,)),
+            keras.layers.Dense(1, kernel_initializer=keras.initializers.Constant(0.5)),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.SGD(LR), loss="mse", metrics=["mae", keras.metrics.AUC()]
+    )
+    logged = []
+
+    class Logs(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            logged.append(logs["auc"])
+
+    class FetchAuc(FetchLogs):
+        def before_run(self, run_context):
+            return T.SessionRunArgs({"loss": "loss:0", "mae": "mae:0", "auc": "auc:0"})
+
+        def after_run(self, run_context, run_values):
+            super().after_run(run_context, run_values)
+            self.auc = [*getattr(self, "auc", []), float(run_values.results["auc"])]
+
+    bridge = hookbridge.HookCallback(lambda: [FetchAuc()])
+    binary = [(x, (y > 1.0).astype("float32")) for x, y in batches]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bridge:
+            model.fit(_generator_dataset(binary), epochs=1, verbose=0, callbacks=[bridge, Logs()])
+    hook = bridge.hooks[0]
+    np.testing.assert_allclose(hook.auc, logged, rtol=1e-6)
+    messages = [str(w.message) for w in caught if "'auc' metric is not a mean" in str(w.message)]
+    assert len(messages) == 1 and "running_mean/auc" in messages[0]
+    expected = _native([(x, y) for x, y in binary], 1, FetchLogs)
+    _assert_same(expected, hook.got)

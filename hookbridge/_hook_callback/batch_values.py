@@ -197,8 +197,9 @@ class BatchValues:
         self._warn_once(
             "unprepared",
             "HookCallback: a batch value (loss:0 or a metric) was read on a step whose hooks did "
-            "not request it in before_run (e.g. session.run inside after_run or end()), so the bridge had "
-            "not read Keras's sample count before the step; the value assumes the batch had "
+            "not request it in before_run (e.g. session.run inside after_run or end()), so the "
+            "bridge had not read Keras's sample count before the step; the value assumes the "
+            "batch had "
             f"{size:g} samples, as the last one measured (exact when batch sizes do not vary). "
             "Request the tensor in before_run (return SessionRunArgs) to get the exact value.",
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -20,6 +20,7 @@ from hookbridge import _merge, _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.graph_free import needs_graph
+from hookbridge._hook_callback.names import explain_missing
 from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -95,9 +96,11 @@ class BridgeRun:
         """``begin`` for every hook, finalize, create the session, ``after_create_session``."""
         try:
             with self.scope:
-                self.hooks = list(hooks())
+                with self._names_explained("the hooks callable"):
+                    self.hooks = list(hooks())
                 for hook in self.hooks:
-                    hook.begin()
+                    with self._names_explained(f"{type(hook).__name__}.begin"):
+                        hook.begin()
                 scaffold = tf.compat.v1.train.Scaffold()
                 scaffold.finalize()  # the default Saver, as MonitoredSession; finalizes the graph
                 self.session = session = BridgeSession(self.resolver, config=session_config)
@@ -129,6 +132,17 @@ class BridgeRun:
                 if path
             ]
         )
+
+    @contextlib.contextmanager
+    def _names_explained(self, where: str) -> Iterator[None]:
+        """TF's bare KeyError for a name the bridge's graph lacks becomes the bridge's error."""
+        try:
+            yield
+        except (KeyError, ValueError) as e:
+            missing = explain_missing(self.side, e, where)
+            if missing is None:
+                raise
+            raise missing from e
 
     def before(self, batch: int) -> None:
         """Every hook's ``before_run``, merged as ``_HookedSession`` merges them."""
@@ -178,6 +192,8 @@ class BridgeRun:
         except BaseException:
             self.close()
             raise
+        if self._pending:  # the sample count before this step, if a fetch needs a batch value
+            self.batch_values.prepare(self._pending)
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
-from hookbridge._hook_callback.batch_values import BatchValues
+from hookbridge._hook_callback.batch_values import BatchValues, log_keys_read
 from hookbridge._hook_callback.graph import SideGraph
 
 
@@ -109,6 +109,8 @@ class Resolver:
         self.step = 0
         self._step_value: Any = None  # np.int64(step), made once per step when first fetched
         self._outputs: Any = None
+        self._log_ops = {t.op: key for key, t in side.log_tensors.items()}
+        self._log_reads: dict[frozenset, set[str]] = {}
 
     # -- values -------------------------------------------------------------------------------
     def set_step(self, step: int) -> None:
@@ -140,14 +142,20 @@ class Resolver:
             )
         return np.float32(value)
 
-    def feeds(self) -> dict:
-        """The feeds that put the held values into the side graph, for a real run."""
+    def feeds(self, elements: list) -> dict:
+        """The feeds that put the held values into the side graph, for a real run of
+        ``elements``: the batch values only of the log tensors the run reads."""
         side, values, feeds = self.side, self.values, {}
+        names = frozenset(e.name for e in elements)
+        reads = self._log_reads.get(names)
+        if reads is None:
+            reads = self._log_reads[names] = log_keys_read(elements, self._log_ops)
         for key, t in side.log_tensors.items():
-            batch = values.batch(key)
-            if batch is not None:
-                feeds[t] = np.float32(batch)
-                feeds[side.mean_tensors[key]] = np.float32(values.means[key])
+            mean = values.means.get(key)
+            if isinstance(mean, (int, float)):
+                feeds[side.mean_tensors[key]] = np.float32(mean)
+                if key in reads:
+                    feeds[t] = np.float32(values.batch(key))
         if side.outputs is not None and self._outputs is not None:
             feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
         return feeds
@@ -199,7 +207,7 @@ class Resolver:
                 side.step_in_graph = step
             if needs_weights:
                 side.weights_in_graph_at = self.step
-        feeds = self.feeds()
+        feeds = self.feeds(elements)
         if feed_dict:
             feeds.update(feed_dict)
         return tf.compat.v1.Session.run(

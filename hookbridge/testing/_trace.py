@@ -20,14 +20,17 @@ _FLOAT_DIGITS = 4
 def normalize(value: Any) -> Any:
     """A comparable, printable form of fetched results or logs.
 
-    Integers (numpy or Python) become ``int``, floats are rounded to 4 digits, ``bytes`` (e.g.
-    serialized summaries) become ``"<bytes>"``, arrays become nested lists, mappings become dicts
-    with sorted keys, namedtuples ``(type name, fields...)``; ``None`` stays ``None``.
+    Integers (numpy or Python) become ``int``, floats are rounded to 4 digits, a serialized
+    ``Summary`` (what a summary op returns) or ``Event`` becomes what it contains (see
+    :func:`decode_summary`), other ``bytes`` become ``"<bytes>"``, arrays become nested lists,
+    mappings become dicts with sorted keys, namedtuples ``(type name, fields...)``; ``None`` stays
+    ``None``.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (bytes, np.bytes_)):
-        return "<bytes>"
+        decoded = decode_summary(bytes(value))
+        return "<bytes>" if decoded is None else decoded
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
@@ -35,7 +38,7 @@ def normalize(value: Any) -> Any:
         return f if math.isnan(f) else round(f, _FLOAT_DIGITS)
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "SOU":
-            return "<bytes>"
+            return normalize(value.tolist()) if value.dtype.kind == "S" else "<bytes>"
         return normalize(value.tolist())
     if isinstance(value, collections.abc.Mapping):
         return {str(k): normalize(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
@@ -46,6 +49,61 @@ def normalize(value: Any) -> Any:
     if isinstance(value, list):
         return [normalize(v) for v in value]
     return f"<{type(value).__name__}>"
+
+
+def decode_summary(data: bytes) -> tuple | None:
+    """What a serialized ``tf.compat.v1.Summary`` (or ``Event``) holds, or None if it is not one.
+
+    A summary becomes ``("Summary", ((tag, value), ...))``: a scalar's ``simple_value`` rounded
+    to 4 digits, a tensor summary's value as a (nested) list, other kinds as ``"<image>"``,
+    ``"<histo n=...>"``, ``"<audio>"``. An event becomes ``("Event", step, summary)``. So two
+    traces differ when their summaries hold different values, not only when they have a summary.
+    """
+    if not data:
+        return None
+    for kind in (_summary_class(), _event_class()):
+        try:
+            proto = kind.FromString(data)
+        except Exception:  # noqa: BLE001, S112 - not a message of this kind
+            continue
+        if proto.SerializeToString(deterministic=True) != data:
+            continue  # parsed with unknown fields or by accident: not this kind
+        if kind is _event_class():
+            if not proto.HasField("summary"):
+                continue
+            return ("Event", int(proto.step), _summary_values(proto.summary))
+        if proto.value:
+            return _summary_values(proto)
+    return None
+
+
+def _summary_values(summary: Any) -> tuple:
+    return ("Summary", tuple((v.tag, _summary_value(v)) for v in summary.value))
+
+
+def _summary_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return normalize(float(value.simple_value))
+    if kind == "tensor":
+        import tensorflow as tf
+
+        return normalize(tf.make_ndarray(value.tensor))
+    if kind == "histo":
+        return f"<histo n={int(value.histo.num)}>"
+    return f"<{kind}>"
+
+
+def _summary_class() -> Any:
+    import tensorflow as tf
+
+    return tf.compat.v1.Summary
+
+
+def _event_class() -> Any:
+    import tensorflow as tf
+
+    return tf.compat.v1.Event
 
 
 def first_difference(a: Sequence[Event], b: Sequence[Event]) -> int | None:

@@ -1,8 +1,13 @@
-"""Renders docs/compatibility.md from what the conformance suite ran.
+"""Renders docs/compatibility.md from what the conformance suite ran, and keeps it honest.
 
 ``python -m hookbridge.testing.compat_table [RESULTS_DIR] [OUTPUT]`` reads every
 ``<stack>.json`` the suite wrote (default ``tests/conformance/results``) and writes the table
 (default ``docs/compatibility.md``). Nothing in the table is written by hand.
+
+The conformance suite (``tests/conformance/conftest.py``) compares what it measures on a stack
+with that stack's committed results (:func:`differences`) and fails the run when they differ;
+``HOOKBRIDGE_UPDATE_RESULTS=1`` makes it write them instead (:func:`updated`), with the
+hookbridge version and the date, and re-render the page.
 """
 
 from __future__ import annotations
@@ -10,6 +15,11 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+from typing import Any
+
+#: What a stack's results file records besides the outcomes (compared too: a table measured on
+#: another TensorFlow or Keras is stale).
+VERSION_KEYS = ("tensorflow", "keras")
 
 _MARK = {
     "passed": "✅ conforms",
@@ -32,11 +42,13 @@ def render(results: list[dict]) -> str:
         "built-in *conforms* when it receives the same calls, with the same arguments, results,",
         "stops and errors, under the bridge as natively (see [conformance](conformance.md)).",
         "",
-        "| stack | TensorFlow | Keras |",
-        "|---|---|---|",
+        "| stack | TensorFlow | Keras | hookbridge | measured (UTC) |",
+        "|---|---|---|---|---|",
     ]
     lines += [
-        f"| `{r['stack']}` | {r.get('tensorflow', '')} | {r.get('keras', '')} |" for r in stacks
+        f"| `{r['stack']}` | {r.get('tensorflow', '')} | {r.get('keras', '')} | "
+        f"{r.get('hookbridge', '?')} | {r.get('measured', '?')} |"
+        for r in stacks
     ]
     for kind, title in (
         ("hook", "TF1 hooks under `HookCallback` (in Keras `fit`)"),
@@ -49,7 +61,7 @@ def render(results: list[dict]) -> str:
             "",
             f"## {title}",
             "",
-            "| " + " | ".join(["name"] + [f"`{r['stack']}`" for r in stacks]) + " |",
+            "| " + " | ".join(["name"] + [_column(r) for r in stacks]) + " |",
             "|" + "---|" * (len(stacks) + 1),
         ]
         notes: dict[str, str] = {}
@@ -73,20 +85,70 @@ def render(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _column(result: dict) -> str:
+    return f"`{result['stack']}` ({result.get('hookbridge', '?')}, {result.get('measured', '?')})"
+
+
+def differences(committed: dict, measured: dict[str, dict], versions: dict[str, str]) -> list[str]:
+    """How the outcomes measured on a stack differ from that stack's committed results.
+
+    Args:
+        committed: the stack's results file as loaded (``{}`` if there is none).
+        measured: ``{"hook:Name": {"kind", "name", "status", "note"}}`` of this run (a run of
+            part of the suite compares only what it measured).
+        versions: this run's ``VERSION_KEYS`` values.
+
+    Returns:
+        One line per difference (empty when the committed results are what was measured).
+    """
+    lines = []
+    if not committed:
+        return ["no committed results for this stack"]
+    for key in VERSION_KEYS:
+        if committed.get(key) != versions.get(key):
+            lines.append(f"{key}: committed {committed.get(key)!r}, measured {versions.get(key)!r}")
+    results = committed.get("results", {})
+    for row, now in sorted(measured.items()):
+        then = results.get(row)
+        if then is None:
+            lines.append(f"{row}: not in the committed results, measured {now['status']!r}")
+        elif (then["status"], then.get("note", "")) != (now["status"], now.get("note", "")):
+            lines.append(
+                f"{row}: committed {then['status']!r} ({then.get('note', '')!r}), measured "
+                f"{now['status']!r} ({now.get('note', '')!r})"
+            )
+    return lines
+
+
+def updated(committed: dict, measured: dict[str, dict], meta: dict[str, Any]) -> dict:
+    """The stack's results file with this run's outcomes merged in and ``meta`` (stack,
+    versions, hookbridge version, date) set."""
+    data = {"results": {}, **committed, **meta}
+    data["results"] = dict(sorted({**committed.get("results", {}), **measured}.items()))
+    return data
+
+
+def write_page(results_dir: pathlib.Path, output: pathlib.Path) -> int:
+    """Renders ``output`` from every results file in ``results_dir``; returns how many."""
+    files = sorted(results_dir.glob("*.json"))
+    if files:
+        output.write_text(render([json.loads(f.read_text()) for f in files]))
+    return len(files)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     results_dir = pathlib.Path(argv[0] if argv else "tests/conformance/results")
     output = pathlib.Path(argv[1] if len(argv) > 1 else "docs/compatibility.md")
-    files = sorted(results_dir.glob("*.json"))
-    if not files:
+    count = write_page(results_dir, output)
+    if not count:
         print(
             f"no results in {results_dir}: run the conformance suite first "
-            "(pytest tests/conformance)",
+            "(HOOKBRIDGE_UPDATE_RESULTS=1 pytest tests/conformance)",
             file=sys.stderr,
         )
         return 1
-    output.write_text(render([json.loads(f.read_text()) for f in files]))
-    print(f"wrote {output} from {len(files)} stack(s)")
+    print(f"wrote {output} from {count} stack(s)")
     return 0
 
 

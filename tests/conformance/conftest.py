@@ -1,12 +1,16 @@
-"""Conformance suite: shared settings, and the compatibility results it writes.
+"""Conformance suite: shared settings, and the check that keeps docs/compatibility.md true.
 
-Tests marked ``compat(kind, name)`` are the rows of docs/compatibility.md: their outcomes are
-written to ``results/<stack>.json`` at the end of the session (merged with earlier runs of the
-same stack), and ``python -m hookbridge.testing.compat_table`` renders the table from them.
+Tests marked ``compat(kind, name)`` are the rows of docs/compatibility.md. At the end of the
+session their outcomes are compared with the committed ``results/<stack>.json`` of this stack
+(only the rows this run measured, plus the TensorFlow and Keras versions): any difference fails
+the run, with the command that regenerates them. With ``HOOKBRIDGE_UPDATE_RESULTS=1`` the
+outcomes are written instead (merged with the rows not run), with the hookbridge version and the
+date, and docs/compatibility.md is re-rendered from every stack's file.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
@@ -20,6 +24,13 @@ STACK = f"tf{'.'.join(tf.__version__.split('.')[:2])}-" + (
     "keras3" if KERAS3 else ("tf_keras" if os.environ.get("TF_USE_LEGACY_KERAS") else "keras2")
 )
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+PAGE = pathlib.Path(__file__).parents[2] / "docs" / "compatibility.md"
+UPDATE = os.environ.get("HOOKBRIDGE_UPDATE_RESULTS") == "1"
+REGENERATE = (
+    "HOOKBRIDGE_UPDATE_RESULTS=1 python -m pytest tests/conformance/test_builtins.py  "
+    "(on this stack; all three: HOOKBRIDGE_UPDATE_RESULTS=1 tox -e keras3,tfkeras,tf215 -- "
+    "tests/conformance/test_builtins.py)"
+)
 
 #: examples per property: the CI profile ("ci", 25 by default) is raised to FAST; a profile with
 #: more (``--hypothesis-profile=deep``: 10,000) is used as is.
@@ -79,12 +90,38 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session, exitstatus):
     if not _results:
         return
-    RESULTS_DIR.mkdir(exist_ok=True)
+    import hookbridge
+    from hookbridge.testing import compat_table
+
     path = RESULTS_DIR / f"{STACK}.json"
-    data = json.loads(path.read_text()) if path.exists() else {"stack": STACK, "results": {}}
-    data["stack"] = STACK
-    data["tensorflow"] = tf.__version__
-    data["keras"] = _keras_version()
-    data["results"].update(_results)
-    data["results"] = dict(sorted(data["results"].items()))
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    committed = json.loads(path.read_text()) if path.exists() else {}
+    versions = {"tensorflow": tf.__version__, "keras": _keras_version()}
+    if UPDATE:
+        meta = {
+            "stack": STACK,
+            **versions,
+            "hookbridge": hookbridge.__version__,
+            "measured": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        }
+        RESULTS_DIR.mkdir(exist_ok=True)
+        data = compat_table.updated(committed, _results, meta)
+        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        compat_table.write_page(RESULTS_DIR, PAGE)
+        return
+    lines = compat_table.differences(committed, _results, versions)
+    if not lines:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = (
+        f"The conformance outcomes measured on {STACK} differ from the committed "
+        f"{path.relative_to(PAGE.parents[1])} (docs/compatibility.md is rendered from it):\n  "
+        + "\n  ".join(lines)
+        + f"\nIf the new outcomes are right, regenerate the results and the page:\n  {REGENERATE}"
+    )
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", "stale compatibility results", red=True)
+        reporter.write_line(text)
+    else:
+        print(text)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

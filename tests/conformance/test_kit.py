@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 import tensorflow as tf
 
-from hookbridge.testing import assert_hook_conforms, compat_table
+from hookbridge.testing import (
+    assert_hook_conforms,
+    compat_table,
+    first_difference,
+    format_diff,
+    normalize,
+)
 from hookbridge.testing.scenarios import ScenarioError
 
 T = tf.compat.v1.train
@@ -100,3 +107,91 @@ def test_compat_table_renders_from_results(tmp_path):
     assert compat_table.main([str(tmp_path), str(out)]) == 0
     text = out.read_text()
     assert "| `A` | ✅ conforms |" in text and "⚠️ known gap [1]" in text and "[1] why" in text
+
+
+class LossSummary(T.SessionRunHook):
+    """Fetches a scalar summary of ``loss:0`` every step (as SummarySaverHook does)."""
+
+    def begin(self):
+        loss = tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+        self.op = tf.compat.v1.summary.scalar("loss_summary", loss)
+        self.gs = T.get_global_step()
+
+    def before_run(self, run_context):
+        return T.SessionRunArgs({"summary": self.op, "step": self.gs})
+
+    def after_run(self, run_context, run_values):
+        pass
+
+
+def test_a_trace_holds_what_summaries_contain():
+    """Issue 13 item 9: a summary in a trace is its tags and values (and an event's step), so a
+    bridge handing a hook another step's summary differs from native (as "<bytes>" did not)."""
+    result = assert_hook_conforms(LossSummary, steps=3, losses=(0.25, 1.0, 2.25))
+    runs = [e for e in result.native if e[1] == "after_run"]
+    assert [e[3] for e in runs] == [
+        {"step": i, "summary": ("Summary", (("loss_summary", loss),))}
+        for i, loss in enumerate((0.25, 1.0, 2.25))
+    ]
+    assert result.bridged == result.native
+
+
+def test_summaries_with_other_values_differ_in_a_trace():
+    with tf.Graph().as_default():
+        value = tf.compat.v1.placeholder(tf.float32, [])
+        op = tf.compat.v1.summary.scalar("loss", value)
+        with tf.compat.v1.Session() as sess:
+            now, before = (sess.run(op, {value: v}) for v in (2.0, 1.0))
+    event = tf.compat.v1.Event(step=3, summary=tf.compat.v1.Summary.FromString(now))
+    assert normalize(now) == ("Summary", (("loss", 2.0),))
+    assert normalize(event.SerializeToString()) == ("Event", 3, ("Summary", (("loss", 2.0),)))
+    assert normalize(b"not a summary") == "<bytes>"
+    native = [("h0", "after_run", 1, {"s": normalize(now)})]
+    lagged = [("h0", "after_run", 1, {"s": normalize(before)})]
+    assert first_difference(native, lagged) == 0
+    assert "('loss', 2.0)" in format_diff(native, lagged)
+
+
+def test_committed_results_are_compared_with_what_was_measured():
+    """Issue 13 item 9: the suite fails when a stack's committed results are stale."""
+    row = {"kind": "hook", "name": "A", "status": "passed", "note": ""}
+    versions = {"tensorflow": "2.21.0", "keras": "3.15.1 (keras)"}
+    committed = {**versions, "results": {"hook:A": row}}
+    assert compat_table.differences(committed, {"hook:A": row}, versions) == []
+    failed = {**row, "status": "failed"}
+    assert compat_table.differences(committed, {"hook:A": failed}, versions) == [
+        "hook:A: committed 'passed' (''), measured 'failed' ('')"
+    ]
+    new_row = {**row, "name": "B"}
+    assert compat_table.differences(committed, {"hook:B": new_row}, versions) == [
+        "hook:B: not in the committed results, measured 'passed'"
+    ]
+    other_tf = {**versions, "tensorflow": "2.22.0"}
+    assert compat_table.differences(committed, {"hook:A": row}, other_tf) == [
+        "tensorflow: committed '2.21.0', measured '2.22.0'"
+    ]
+    assert compat_table.differences({}, {"hook:A": row}, versions) == [
+        "no committed results for this stack"
+    ]
+    meta = {"stack": "s", **versions, "hookbridge": "0.1.0", "measured": "2026-11-23"}
+    data = compat_table.updated(committed, {"hook:B": new_row}, meta)
+    assert (
+        data["results"] == {"hook:A": row, "hook:B": new_row}
+        and data["measured"] == meta["measured"]
+    )
+    assert compat_table.differences(data, {"hook:B": new_row}, versions) == []
+
+
+def test_the_compatibility_page_is_rendered_from_the_committed_results():
+    root = pathlib.Path(__file__).parents[2]
+    files = sorted((root / "tests" / "conformance" / "results").glob("*.json"))
+    stacks = [json.loads(f.read_text()) for f in files]
+    assert all(s.get("hookbridge") and s.get("measured") for s in stacks), (
+        "a results file lacks the hookbridge version or date: regenerate it with "
+        "HOOKBRIDGE_UPDATE_RESULTS=1 (docs/conformance.md)"
+    )
+    page = (root / "docs" / "compatibility.md").read_text()
+    assert page == compat_table.render(stacks), (
+        "docs/compatibility.md is not what the committed results render: run "
+        "python -m hookbridge.testing.compat_table"
+    )

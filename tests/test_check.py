@@ -146,8 +146,10 @@ def test_a_list_of_hooks_that_stops():
         (("missing/dir/hooks.py:make",), "module file not found"),
         (
             ("check_targets:callback_failing_the_second_time", "--callback"),
-            "the check could not run check_targets:callback_failing_the_second_time: "
-            "RuntimeError: second call",
+            (
+                "the check could not run check_targets:callback_failing_the_second_time: "
+                "RuntimeError: second call"
+            ),
         ),
     ],
 )

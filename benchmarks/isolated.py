@@ -57,7 +57,9 @@ def callback_hook_per_step(make_callbacks, steps: int) -> float:
     with graph.as_default():
         tf.identity(tf.constant(1.0), name="loss")
         v1.train.get_or_create_global_step()
-        hook = hookbridge.CallbackHook(make_callbacks(), logs={"loss": "loss"}, steps_per_epoch=100)
+        hook = hookbridge.CallbackHook(
+            make_callbacks(), logs={"loss": "loss"}, steps_per_epoch=100, batch_size=1
+        )
         hook.begin()
         with v1.Session(graph=graph) as session:
             session.run(v1.global_variables_initializer())

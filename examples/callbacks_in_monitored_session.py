@@ -43,6 +43,7 @@ def main(out_dir):
             [reduce_lr, stop, keras.callbacks.CSVLogger(log_path)],
             logs={"loss": loss},
             steps_per_epoch=10,
+            batch_size=x,  # Keras weights epoch means by each batch's sample count
             learning_rate=lr,  # what model.optimizer.learning_rate reads and ReduceLROnPlateau sets
             verbose=0,
         )

@@ -13,6 +13,7 @@ import hookbridge
 
 from . import timing
 from .workloads import (
+    BATCH,
     HIDDEN,
     WIDE,
     IdleHook,
@@ -147,7 +148,10 @@ def build_cases(workdir: str) -> dict[str, Case]:
             if with_batch_listener:  # reads every batch's logs: the loss is fetched every step
                 callbacks.append(keras.callbacks.TerminateOnNaN())
             logs = {"loss": "loss:0"}
-            return [hookbridge.CallbackHook(callbacks, logs=logs, steps_per_epoch=100)]
+            hook = hookbridge.CallbackHook(
+                callbacks, logs=logs, steps_per_epoch=100, batch_size=BATCH
+            )
+            return [hook]
 
         return make
 

@@ -28,6 +28,7 @@ if __name__ == "__main__":
         ],
         logs={"loss": "batch_loss"},
         steps_per_epoch=project.STEPS_PER_EPOCH,
+        batch_size=project.BATCH,  # Keras weights epoch means by each batch's sample count
     )
     history = LossHistoryHook(os.path.join(out, "loss_history.csv"))
     est.train(project.input_fn, hooks=[history, callbacks], max_steps=40)

@@ -10,7 +10,9 @@ import tensorflow as tf
 
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.keras_access import KerasAccess
+from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.run import BridgeRun
+from hookbridge._hook_callback.scaffold import ScaffoldArg
 
 keras = tf.keras
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -105,6 +107,7 @@ class HookCallback(keras.callbacks.Callback):
         log_names: Sequence[str] = (),
         session_config: Any = None,
         profile_dir: str | None = None,
+        scaffold: ScaffoldArg = None,
     ) -> None:
         super().__init__()
         if callable(hooks) and not isinstance(hooks, SessionRunHook):
@@ -121,6 +124,7 @@ class HookCallback(keras.callbacks.Callback):
             intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1
         )
         self._profile_dir = profile_dir
+        self._scaffold = scaffold
         self._run: BridgeRun | None = None
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
         self._keras: KerasAccess | None = None
@@ -170,6 +174,9 @@ class HookCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self._active("train"):
             self._run.batch_values.reset()
+            # What no watch sees (a checkpoint restored into iterations, another worker) is
+            # read here: one variable read per epoch.
+            self._run.global_step.dirty = self._run.global_step.variable is not None
 
     def on_train_batch_begin(self, batch, logs=None):
         run = self._run
@@ -233,15 +240,23 @@ class HookCallback(keras.callbacks.Callback):
             weights=list(model.weights),
             with_outputs=(mode == "predict"),
         )
+        global_step = global_step_for(model, access.iterations)
         run = BridgeRun(
             mode,
             side,
             read_weights=access.weights,
+            set_weights=weight_setter(model),
             read_count=access.loss_count_reader() if mode != "predict" else None,
-            step=access.iterations() or 0,
+            global_step=global_step,
             steps_per_epoch=(self.params or {}).get("steps"),
         )
-        run.start(self._make_hooks, self._session_config, self._profile_dir)
+        if mode == "train":
+            global_step.watch()
+        try:
+            run.start(self._make_hooks, self._session_config, self._profile_dir, self._scaffold)
+        except BaseException:
+            global_step.unwatch()
+            raise
         self._hooks = run.hooks
         self._run = run
 

@@ -101,9 +101,10 @@ class SideGraph:
                 # Initialized from the Keras weights (fed at session creation), so a hook that
                 # replaces the initializer (init_from_checkpoint) or writes the variable is the
                 # only way the graph's weights can differ from the model's.
-                mirror = tf.compat.v1.Variable(
-                    value,
-                    name=mirror_name(i, w),
+                # get_variable, as TF1 layers made them: init_from_checkpoint finds it by name.
+                mirror = tf.compat.v1.get_variable(
+                    mirror_name(i, w),
+                    initializer=value,
                     trainable=bool(getattr(w, "trainable", True)),
                     use_resource=True,
                 )
@@ -131,7 +132,9 @@ class SideGraph:
     def initializers_replaced(self) -> tuple[bool, bool]:
         """Whether a hook replaced the global step's / a mirror's initializer (as
         ``init_from_checkpoint`` does in ``begin``): then they start from other values."""
-        weights = any(m.initializer is not i for m, i in zip(self.mirrors, self.mirror_initializers))
+        weights = any(
+            m.initializer is not i for m, i in zip(self.mirrors, self.mirror_initializers)
+        )
         return self.global_step.initializer is not self.step_initializer, weights
 
     def build_init_op(self) -> None:

@@ -164,8 +164,6 @@ class BridgeRun:
         """Every hook's ``before_run``, merged as ``_HookedSession`` merges them."""
         self.begin_batch = batch
         self.resolver.generation += 1  # other callbacks may have changed the model since
-        if self.mode == "train":
-            self.global_step.before_step()
         while True:
             try:
                 self._call_before_run()
@@ -180,6 +178,8 @@ class BridgeRun:
             except BaseException:
                 self.close()
                 raise
+        if self.mode == "train":  # what the step's run fetches: the value as the step starts
+            self.global_step.before_step()
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 
@@ -272,7 +272,11 @@ class BridgeRun:
             if self._pending:
                 results, options, run_metadata = self._merged_run()
             else:
-                results, options, run_metadata = (None, self._options or RunOptions(), RunMetadata())
+                results, options, run_metadata = (
+                    None,
+                    self._options or RunOptions(),
+                    RunMetadata(),
+                )
             if results is None:  # nobody fetched: one (immutable) value for every hook
                 values = SessionRunValues(None, options, run_metadata)
                 for hook in after_hooks:
@@ -307,12 +311,10 @@ class BridgeRun:
     def finish(self) -> None:
         """Every hook's ``end(session)``, then closes the session.
 
-        An exception a hook or thread gave ``coord.request_stop(exc)`` is raised instead, with no
-        ``end()``, as native ``MonitoredSession.should_stop()`` raises it before the loop ends.
+        As ``MonitoredSession.close()``: an exception a hook or thread gave
+        ``coord.request_stop(exc)`` is raised by the coordinator's join, after every ``end()``.
         """
         try:
-            if self.coord is not None:
-                self.coord.raise_requested_exception()
             with self.scope:
                 for hook in self.hooks:
                     hook.end(self.session)

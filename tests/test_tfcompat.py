@@ -195,3 +195,13 @@ def test_keras_private_markers_still_exist():
             "tf_keras moved Callback._implements_train_batch_hooks"
         )
         assert _tfcompat.implements_train_batch_hooks(keras.callbacks.TerminateOnNaN()) is True
+
+
+def test_coordinator_stop_flag_follows_request_stop():
+    """Coordinator._stop_event (read by the bridge after every Keras step) still exists."""
+    coord = tf.compat.v1.train.Coordinator()
+    assert hasattr(coord, "_stop_event"), "TF moved Coordinator._stop_event"
+    flag = _tfcompat.coordinator_stop_flag(coord)
+    assert flag() is False
+    coord.request_stop()
+    assert flag() is True and coord.should_stop()

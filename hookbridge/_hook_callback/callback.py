@@ -47,14 +47,18 @@ class HookCallback(keras.callbacks.Callback):
 
     The graph a hook sees (the default graph during every hook call) holds:
 
-    * the global step (``tf.compat.v1.train.get_global_step()``), equal to
+    * the global step (``tf.compat.v1.train.get_global_step()``), which is
       ``model.optimizer.iterations``: fetched in the step's run it is the pre-step (stale) value,
-      read with ``run_context.session.run`` in ``after_run`` it is the new value, as in TF1;
+      read with ``run_context.session.run`` in ``after_run`` it is the new value, as in TF1; a
+      step the optimizer skips leaves it unchanged, a change made elsewhere is what the next
+      read sees, and a hook assigning it through the session sets ``iterations``;
     * one float32 scalar per Keras log key, named after it (``"loss"`` / ``"loss:0"``): the value
       of the **batch just run**, as a TF1 loss tensor; ``loss`` is in the ``LOSSES`` collection;
     * ``running_mean/<key>``: Keras's own running mean over the epoch (what Keras logs carry);
     * ``model/NNN/<name>``: variables mirroring the model's weights, copied in only when a fetch
-      reads them (a ``Saver``), so ``CheckpointSaverHook`` writes the real Keras weights;
+      reads them (a ``Saver``), so ``CheckpointSaverHook`` writes the real Keras weights; a run
+      that writes them (``init_from_checkpoint``, an assign, ``Saver.restore``) is copied back
+      into the Keras model before the next Keras step;
     * ``outputs`` (``predict`` only): the batch's predictions, for a single-output model.
 
     Built-in hooks whose per-step methods never look at the default graph or eager mode
@@ -63,8 +67,13 @@ class HookCallback(keras.callbacks.Callback):
     hook in the same phase makes it enter.
 
     Fetches of values the bridge already holds (log tensors, global step) are answered without a
-    session run; anything else runs once on the side graph. ``run_context.request_stop()`` sets
-    ``model.stop_training``, so ``fit`` stops after exactly that step.
+    session run; anything else runs once on the side graph. ``run_context.request_stop()`` and
+    ``coord.request_stop()`` set ``model.stop_training``, so ``fit`` stops after that step; an
+    exception given to ``coord.request_stop(exc)`` is raised from ``on_train_end`` after every
+    ``end()``, as ``MonitoredSession.close()`` raises it. ``AbortedError``/``UnavailableError``
+    re-create the session (every ``after_create_session`` again) and retry, as
+    ``MonitoredSession`` does; after the Keras step has run only the hooks' part is retried
+    (a warning says so).
 
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
@@ -90,9 +99,17 @@ class HookCallback(keras.callbacks.Callback):
             ops in the calling thread: its runs (summaries, checkpoints) are small, and waking
             a pool thread after each Keras step costs more than the ops themselves.
         profile_dir: where a tracing request (ProfilerHook) profiles the real Keras step.
+        scaffold: a ``tf.compat.v1.train.Scaffold`` (or a zero-argument callable returning one,
+            called while the bridge's graph is the default graph), finalized after every hook's
+            ``begin()`` and run as ``MonitoredSession(scaffold=...)`` runs it. Hooks built on the
+            same scaffold (``CheckpointSaverHook(dir, scaffold=scaffold)``) use its saver. A
+            Scaffold is finalized in one graph: pass a callable to reuse it across runs.
 
     Raises:
-        TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook.
+        TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
+            at the start of a run, when ``scaffold`` is not a Scaffold (or callable of one).
+        ValueError: at the start of a run, when the Scaffold's ops belong to another graph.
+        RuntimeError: TF's own, when the Scaffold's initialization leaves the model not ready.
 
     Example:
         >>> hooks = [tf.compat.v1.train.StopAtStepHook(last_step=100),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,8 +30,8 @@ _WATCHED_METHODS = ("assign", "assign_add", "assign_sub")
 class _Watch:
     """Instance-level wrappers of a variable's assign methods that notify listeners."""
 
-    _lock = threading.Lock()
-    _by_variable: dict[int, _Watch] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _by_variable: ClassVar[dict[int, _Watch]] = {}
 
     def __init__(self, variable: Any) -> None:
         self.variable = variable
@@ -93,6 +93,10 @@ def _watchable(variable: Any) -> bool:
 class GlobalStep:
     """The one owner of the global step's value during a run (see the module docstring).
 
+    Per Keras step, ``BridgeRun`` sets :attr:`pre` (the value the step's run fetches) before the
+    step and advances :attr:`value` by the steps run after it, or reads the variable when
+    :attr:`dirty` or :attr:`may_skip` (inlined there: it runs every step).
+
     Args:
         variable: ``model.optimizer.iterations`` (None without an optimizer: the step then
             counts Keras steps from ``start``).
@@ -149,19 +153,6 @@ class GlobalStep:
         got = self._read()
         if got is not None:
             self.value = got
-
-    def before_step(self) -> None:
-        """Called before the Keras step: the value now is the step's stale value."""
-        if self.dirty:
-            self.refresh()
-        self.pre = self.value
-
-    def after_step(self, steps: int) -> None:
-        """Called after the Keras step ran ``steps`` steps."""
-        if self.dirty or self.may_skip:
-            self.refresh()
-        else:
-            self.value += steps
 
     def write(self, value: int) -> None:
         """Sets the variable (and the value hooks see) to ``value``: a hook assigned the step."""

@@ -79,7 +79,8 @@ class BridgeRun:
         self.stop_requested = False
         self.warned_keys: set = set()
         self.begin_batch = 0
-        self._pending: list = []
+        self._pending: list = []  # the hooks that fetched something this step
+        self._pending_plans: list = []  # their FetchPlans, in the same order
         self._before_hooks: list = []
         self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
         self._after_hooks: list = []
@@ -93,6 +94,7 @@ class BridgeRun:
         self._valid_feeds: set = set()
         self._session_config: Any = None
         self._warned_retry = False
+        self._coord_stopped: Callable[[], bool] = bool  # the coordinator's should_stop()
         self.deferred_error: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -145,7 +147,8 @@ class BridgeRun:
             try:
                 self.session = session = BridgeSession(self.resolver, config=self._session_config)
                 prepare_session(self.scaffold, session, self.resolver)
-                self.coord = tf.compat.v1.train.Coordinator()
+                self.coord = coord = tf.compat.v1.train.Coordinator()
+                self._coord_stopped = _tfcompat.coordinator_stop_flag(coord)
                 for hook in self.hooks:
                     hook.after_create_session(session, self.coord)
                 return
@@ -179,7 +182,10 @@ class BridgeRun:
                 self.close()
                 raise
         if self.mode == "train":  # what the step's run fetches: the value as the step starts
-            self.global_step.before_step()
+            global_step = self.global_step  # GlobalStep.before_step(), inlined (every step)
+            if global_step.dirty:
+                global_step.refresh()
+            global_step.pre = global_step.value
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 
@@ -187,6 +193,7 @@ class BridgeRun:
         self._context = context = SessionRunContext(_NO_ARGS, self.session)
         if self._pending:
             self._pending = []
+            self._pending_plans = []
         self._feeds = {}
         self._options = None
         if not self._before_hooks:
@@ -212,7 +219,8 @@ class BridgeRun:
                     if fetches is not source:
                         plan = self.resolver.plan(fetches)
                         last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
-                    self._pending.append((hook, plan))
+                    self._pending.append(hook)
+                    self._pending_plans.append(plan)
                 if feed_dict:
                     self._check_feeds(hook, feed_dict)
                     _merge.merge_feeds(self._feeds, feed_dict)
@@ -243,7 +251,11 @@ class BridgeRun:
                 self.resolver.set_outputs(outputs)
         else:
             if mode == "train":
-                self.global_step.after_step(steps)
+                global_step = self.global_step  # GlobalStep.after_step(steps), inlined
+                if global_step.dirty or global_step.may_skip:
+                    global_step.refresh()
+                else:
+                    global_step.value += steps
             self.batch_values.update(logs, steps, batch + 1 == self.steps_per_epoch)
             if len(self.warned_keys) < len(logs):
                 self._check_keys(logs)
@@ -261,8 +273,7 @@ class BridgeRun:
                     self.close()
                     raise
             self.stop_requested = self.stop_requested or self._context.stop_requested
-        coord = self.coord
-        if coord is not None and coord.should_stop():  # MonitoredSession.should_stop()
+        if self._coord_stopped():  # MonitoredSession.should_stop(): a coordinator stop
             self.stop_requested = True
         return self.stop_requested
 
@@ -359,11 +370,10 @@ class BridgeRun:
         """One run of every hook's fetches (the global step fetched in it is the stale value)."""
         options = self._options or RunOptions()
         run_metadata = RunMetadata()
-        pending = self._pending
         got = self.resolver.run_plans(
-            [plan for _, plan in pending], self._feeds, self._options, run_metadata, stale=True
+            self._pending_plans, self._feeds, self._options, run_metadata, stale=True
         )
-        return {hook: value for (hook, _), value in zip(pending, got)}, options, run_metadata
+        return dict(zip(self._pending, got)), options, run_metadata
 
     def _check_feeds(self, hook: SessionRunHook, feed_dict: dict) -> None:
         """Refuses a feed of something the graph lacks, as ``Session.run`` would (even when no

@@ -12,7 +12,7 @@ variables (global step, weight mirrors) are initialized from the Keras model, so
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from hookbridge._hook_callback.session import BridgeSession, Resolver
 
 Scaffold = tf.compat.v1.train.Scaffold
-ScaffoldArg = Union[Scaffold, Callable[[], Scaffold], None]
+ScaffoldArg = Scaffold | Callable[[], Scaffold] | None
 
 #: The fields of a finalized Scaffold that hold graph elements.
 _GRAPH_FIELDS = ("init_op", "ready_op", "ready_for_local_init_op", "local_init_op", "summary_op")

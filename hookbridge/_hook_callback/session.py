@@ -134,20 +134,23 @@ class Resolver:
     def set_outputs(self, outputs: Any) -> None:
         self._outputs = outputs
 
-    def step_value(self, stale: bool) -> Any:
-        """The global step as ``Session.run`` returns it: pre-step in the merged run."""
-        step = self.global_step.pre if stale else self.global_step.current()
-        cached, value = self._step_cache
-        if cached != step:
-            value = np.int64(step)
-            self._step_cache = (step, value)
-        return value
-
     def held(self, ref: tuple, element: Any, stale: bool = False) -> Any:
-        """The value the bridge holds for ``element``, as ``Session.run`` would return it."""
+        """The value the bridge holds for ``element``, as ``Session.run`` would return it; the
+        global step is the pre-step value in the merged run (``stale``), else the current one."""
         kind, key = ref
-        if kind is _STEP:
-            return self.step_value(stale)
+        if kind is _STEP:  # most hooks fetch it, every step: GlobalStep.current() inlined
+            global_step = self.global_step
+            if stale:
+                step = global_step.pre
+            else:
+                if global_step.dirty:
+                    global_step.refresh()
+                step = global_step.value
+            cached, value = self._step_cache
+            if cached != step:
+                value = np.int64(step)
+                self._step_cache = (step, value)
+            return value
         if kind is _OUTPUTS:
             value = self._outputs
             if value is None:

@@ -603,3 +603,13 @@ def test_weight_summaries_beside_a_checkpoint_saver_are_of_the_step_just_run(tmp
     assert sorted(got) == [1, 2, 3, 4, 5]
     for step, value in got.items():
         assert value == pytest.approx(kernels.sums[step], rel=1e-6), step
+
+
+def test_evaluate_sees_the_trained_global_step_unchanged():
+    """In evaluate the global step is ``iterations`` and does not advance (an evaluation run's
+    train op is none): stale and fresh reads are both the trained step."""
+    model = fit([], steps=3)
+    recorder = StepRecorder()
+    x, y = make_data(n=32)
+    model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[hookbridge.HookCallback([recorder])])
+    assert recorder.stale == recorder.fresh == [3, 3]

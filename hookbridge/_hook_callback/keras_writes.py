@@ -56,9 +56,7 @@ def may_skip_increments(optimizer: Any) -> bool:
 def global_step_for(model: Any, read: Callable[[], int | None]) -> GlobalStep:
     """The run's :class:`GlobalStep` on ``model.optimizer.iterations``."""
     optimizer = getattr(model, "optimizer", None)
-    variable = getattr(optimizer, "iterations", None)
-    if variable is not None and not callable(getattr(variable, "assign", None)):
-        variable = None if not hasattr(variable, "numpy") else variable
+    variable = getattr(optimizer, "iterations", None)  # a tensor under gradient accumulation
 
     def write(value: int) -> None:
         assign = getattr(variable, "assign", None)

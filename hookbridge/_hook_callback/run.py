@@ -181,11 +181,10 @@ class BridgeRun:
             except BaseException:
                 self.close()
                 raise
-        if self.mode == "train":  # what the step's run fetches: the value as the step starts
-            global_step = self.global_step  # GlobalStep.before_step(), inlined (every step)
-            if global_step.dirty:
-                global_step.refresh()
-            global_step.pre = global_step.value
+        global_step = self.global_step  # what the step's run fetches: the value as it starts
+        if global_step.dirty:
+            global_step.refresh()
+        global_step.pre = global_step.value
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 
@@ -251,7 +250,7 @@ class BridgeRun:
                 self.resolver.set_outputs(outputs)
         else:
             if mode == "train":
-                global_step = self.global_step  # GlobalStep.after_step(steps), inlined
+                global_step = self.global_step  # advanced by the steps run, or read (GlobalStep)
                 if global_step.dirty or global_step.may_skip:
                     global_step.refresh()
                 else:

@@ -93,7 +93,9 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
     side = resolver.side
     weight_feeds = resolver.weight_feeds()
     tf.compat.v1.Session.run(session, side.init_op, weight_feeds)
-    resolver.weights_at = resolver.generation
+    # The bridge's variables now hold the model's values; syncing them once more here builds
+    # the session's executor for that sync now, not in the middle of training.
+    resolver.sync(resolver.global_step.current(), True, weight_feeds)
     init_op = scaffold.init_op
     if init_op is not None:
         feeds = dict(weight_feeds)

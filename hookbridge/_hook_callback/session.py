@@ -262,8 +262,9 @@ class Resolver:
             self.pull(deps.writes_step, deps.writes_weights)
         return got
 
-    def sync(self, step: int | None, weights: bool) -> None:
-        """Copies the global step (when not None) and the weights into the graph if stale."""
+    def sync(self, step: int | None, weights: bool, weight_feeds: dict | None = None) -> None:
+        """Copies the global step (when not None) and the weights into the graph if stale
+        (``weight_feeds``: the model's weights, when the caller has just read them)."""
         side = self.side
         feeds: dict = {}
         ops = []
@@ -271,7 +272,7 @@ class Resolver:
             feeds[side.global_step_value] = step
             ops.append(side.sync_step_op)
         if weights and self.weights_at != self.generation:
-            feeds.update(self.weight_feeds())
+            feeds.update(weight_feeds if weight_feeds is not None else self.weight_feeds())
             ops.append(side.sync_weights_op)
         if ops:
             tf.compat.v1.Session.run(self.session, ops, feeds)

@@ -615,3 +615,22 @@ def test_evaluate_sees_the_trained_global_step_unchanged():
     x, y = make_data(n=32)
     model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[hookbridge.HookCallback([recorder])])
     assert recorder.stale == recorder.fresh == [3, 3]
+
+
+def test_a_resumed_run_checkpoints_the_model_step_at_session_creation(tmp_path):
+    """The Scaffold's init_op re-initializes the graph's global step: the first checkpoint of a
+    second fit (written by after_create_session) must still hold ``iterations``, natively the
+    step the session was restored at."""
+    model = fit([], steps=3)
+    fit(
+        [hookbridge.HookCallback([train.CheckpointSaverHook(str(tmp_path), save_steps=100)])],
+        steps=2,
+        model=model,
+    )
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    steps = [
+        int(tf.train.load_checkpoint(p).get_tensor("global_step"))
+        for p in state.all_model_checkpoint_paths
+    ]
+    assert [p.rsplit("-", 1)[1] for p in state.all_model_checkpoint_paths] == ["3", "5"]
+    assert steps == [3, 5]

@@ -92,15 +92,19 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
     """
     side = resolver.side
     weight_feeds = resolver.weight_feeds()
-    tf.compat.v1.Session.run(session, side.init_op, weight_feeds)
-    # The bridge's variables now hold the model's values; syncing them once more here builds
-    # the session's executor for that sync now, not in the middle of training.
+    # A first sync builds the session's executor for it now rather than at the first checkpoint
+    # in the middle of training; the initializers below then set the values.
     resolver.sync(resolver.global_step.current(), True, weight_feeds)
+    tf.compat.v1.Session.run(session, side.init_op, weight_feeds)
     init_op = scaffold.init_op
     if init_op is not None:
         feeds = dict(weight_feeds)
         feeds.update(scaffold.init_feed_dict or {})
         tf.compat.v1.Session.run(session, init_op, feeds)
+    # The initializers left the mirrors equal to the model (or to what a replaced initializer
+    # restored: pulled below) and the global step variable at its initial value.
+    resolver.weights_at = resolver.generation
+    resolver.step_in_graph = None
     if scaffold.init_fn is not None:
         scaffold.init_fn(session)  # TF wraps the user's init_fn(scaffold, session)
     ready, message = _ready(scaffold.ready_for_local_init_op, session)
@@ -123,7 +127,6 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
         )
     step_replaced, weights_replaced = side.initializers_replaced()
     if step_replaced or weights_replaced:  # init_from_checkpoint in a hook's begin()
-        resolver.step_in_graph = None
         resolver.pull(step_replaced, weights_replaced)
 
 

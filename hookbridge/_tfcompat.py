@@ -267,3 +267,9 @@ def graph_default(graph: tf.Graph) -> GraphScope:
 #: (``tf.init_scope`` lifts out of function graphs, not out of a v1 graph): TF's own
 #: ``context.eager_mode()`` without its generator.
 eager = EagerScope
+
+
+def coordinator_stop_flag(coord: Any) -> Any:
+    """``coord.should_stop`` minus a call layer (checked after every Keras step): the
+    ``is_set`` of a ``tf.compat.v1.train.Coordinator``'s private stop event."""
+    return coord._stop_event.is_set

@@ -242,3 +242,13 @@ def test_unbound_summary_op_name_still_left_by_tf_summary():
         f"TF {tf.__version__} no longer leaves '<name>/{_tfcompat.UNBOUND_SUMMARY_OP_SUFFIX}' "
         "for a tf.summary call without a writer: update _tfcompat.unbound_summary_ops"
     )
+
+
+def test_coordinator_stop_flag_follows_request_stop():
+    """Coordinator._stop_event (read by the bridge after every Keras step) still exists."""
+    coord = tf.compat.v1.train.Coordinator()
+    assert hasattr(coord, "_stop_event"), "TF moved Coordinator._stop_event"
+    flag = _tfcompat.coordinator_stop_flag(coord)
+    assert flag() is False
+    coord.request_stop()
+    assert flag() is True and coord.should_stop()

@@ -10,7 +10,9 @@ import tensorflow as tf
 
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.keras_access import KerasAccess
+from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.run import BridgeRun
+from hookbridge._hook_callback.scaffold import ScaffoldArg
 
 keras = tf.keras
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -45,14 +47,18 @@ class HookCallback(keras.callbacks.Callback):
 
     The graph a hook sees (the default graph during every hook call) holds:
 
-    * the global step (``tf.compat.v1.train.get_global_step()``), equal to
+    * the global step (``tf.compat.v1.train.get_global_step()``), which is
       ``model.optimizer.iterations``: fetched in the step's run it is the pre-step (stale) value,
-      read with ``run_context.session.run`` in ``after_run`` it is the new value, as in TF1;
+      read with ``run_context.session.run`` in ``after_run`` it is the new value, as in TF1; a
+      step the optimizer skips leaves it unchanged, a change made elsewhere is what the next
+      read sees, and a hook assigning it through the session sets ``iterations``;
     * one float32 scalar per Keras log key, named after it (``"loss"`` / ``"loss:0"``): the value
       of the **batch just run**, as a TF1 loss tensor; ``loss`` is in the ``LOSSES`` collection;
     * ``running_mean/<key>``: Keras's own running mean over the epoch (what Keras logs carry);
     * ``model/NNN/<name>``: variables mirroring the model's weights, copied in only when a fetch
-      reads them (a ``Saver``), so ``CheckpointSaverHook`` writes the real Keras weights;
+      reads them (a ``Saver``), so ``CheckpointSaverHook`` writes the real Keras weights; a run
+      that writes them (``init_from_checkpoint``, an assign, ``Saver.restore``) is copied back
+      into the Keras model before the next Keras step;
     * ``outputs`` (``predict`` only): the batch's predictions, for a single-output model.
 
     Built-in hooks whose per-step methods never look at the default graph or eager mode
@@ -61,8 +67,13 @@ class HookCallback(keras.callbacks.Callback):
     hook in the same phase makes it enter.
 
     Fetches of values the bridge already holds (log tensors, global step) are answered without a
-    session run; anything else runs once on the side graph. ``run_context.request_stop()`` sets
-    ``model.stop_training``, so ``fit`` stops after exactly that step.
+    session run; anything else runs once on the side graph. ``run_context.request_stop()`` and
+    ``coord.request_stop()`` set ``model.stop_training``, so ``fit`` stops after that step; an
+    exception given to ``coord.request_stop(exc)`` is raised from ``on_train_end`` after every
+    ``end()``, as ``MonitoredSession.close()`` raises it. ``AbortedError``/``UnavailableError``
+    re-create the session (every ``after_create_session`` again) and retry, as
+    ``MonitoredSession`` does; after the Keras step has run only the hooks' part is retried
+    (a warning says so).
 
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
@@ -88,9 +99,17 @@ class HookCallback(keras.callbacks.Callback):
             ops in the calling thread: its runs (summaries, checkpoints) are small, and waking
             a pool thread after each Keras step costs more than the ops themselves.
         profile_dir: where a tracing request (ProfilerHook) profiles the real Keras step.
+        scaffold: a ``tf.compat.v1.train.Scaffold`` (or a zero-argument callable returning one,
+            called while the bridge's graph is the default graph), finalized after every hook's
+            ``begin()`` and run as ``MonitoredSession(scaffold=...)`` runs it. Hooks built on the
+            same scaffold (``CheckpointSaverHook(dir, scaffold=scaffold)``) use its saver. A
+            Scaffold is finalized in one graph: pass a callable to reuse it across runs.
 
     Raises:
-        TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook.
+        TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
+            at the start of a run, when ``scaffold`` is not a Scaffold (or callable of one).
+        ValueError: at the start of a run, when the Scaffold's ops belong to another graph.
+        RuntimeError: TF's own, when the Scaffold's initialization leaves the model not ready.
 
     Example:
         >>> hooks = [tf.compat.v1.train.StopAtStepHook(last_step=100),
@@ -105,6 +124,7 @@ class HookCallback(keras.callbacks.Callback):
         log_names: Sequence[str] = (),
         session_config: Any = None,
         profile_dir: str | None = None,
+        scaffold: ScaffoldArg = None,
     ) -> None:
         super().__init__()
         if callable(hooks) and not isinstance(hooks, SessionRunHook):
@@ -121,6 +141,7 @@ class HookCallback(keras.callbacks.Callback):
             intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1
         )
         self._profile_dir = profile_dir
+        self._scaffold = scaffold
         self._run: BridgeRun | None = None
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
         self._keras: KerasAccess | None = None
@@ -170,6 +191,9 @@ class HookCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self._active("train"):
             self._run.batch_values.reset()
+            # What no watch sees (a checkpoint restored into iterations, another worker) is
+            # read here: one variable read per epoch.
+            self._run.global_step.dirty = self._run.global_step.variable is not None
 
     def on_train_batch_begin(self, batch, logs=None):
         run = self._run
@@ -233,15 +257,23 @@ class HookCallback(keras.callbacks.Callback):
             weights=list(model.weights),
             with_outputs=(mode == "predict"),
         )
+        global_step = global_step_for(model, access.iterations)
         run = BridgeRun(
             mode,
             side,
             read_weights=access.weights,
+            set_weights=weight_setter(model),
             read_count=access.loss_count_reader() if mode != "predict" else None,
-            step=access.iterations() or 0,
+            global_step=global_step,
             steps_per_epoch=(self.params or {}).get("steps"),
         )
-        run.start(self._make_hooks, self._session_config, self._profile_dir)
+        if mode == "train":
+            global_step.watch()
+        try:
+            run.start(self._make_hooks, self._session_config, self._profile_dir, self._scaffold)
+        except BaseException:
+            global_step.unwatch()
+            raise
         self._hooks = run.hooks
         self._run = run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +29,28 @@ def mirror_name(index: int, variable: Any) -> str:
     leaf = getattr(variable, "path", None) or variable.name
     leaf = leaf.split("/")[-1].split(":")[0]
     return f"{WEIGHTS_SCOPE}/{index:03d}/{_INVALID_NAME_CHARS.sub('_', leaf)}"
+
+
+#: Ops that take a variable's handle without changing the variable.
+_READ_ONLY_OPS = frozenset(
+    {
+        "ReadVariableOp",
+        "VarIsInitializedOp",
+        "VariableShape",
+        "ResourceGather",
+        "ResourceGatherNd",
+        "Identity",
+    }
+)
+
+
+class Dependencies(NamedTuple):
+    """What one set of fetches reads and writes among the variables the bridge keeps in sync."""
+
+    reads_step: bool
+    reads_weights: bool
+    writes_step: bool
+    writes_weights: bool
 
 
 class SideGraph:
@@ -74,17 +96,23 @@ class SideGraph:
             for i, w in enumerate(weights):
                 dtype = tf.as_dtype(getattr(w, "dtype", "float32"))
                 shape = tuple(w.shape)
-                mirror = tf.compat.v1.Variable(
-                    tf.zeros(shape, dtype),
-                    name=mirror_name(i, w),
+                with tf.name_scope("hookbridge/"):
+                    value = tf.compat.v1.placeholder(dtype, shape=shape)
+                # Initialized from the Keras weights (fed at session creation), so a hook that
+                # replaces the initializer (init_from_checkpoint) or writes the variable is the
+                # only way the graph's weights can differ from the model's.
+                # get_variable, as TF1 layers made them: init_from_checkpoint finds it by name.
+                mirror = tf.compat.v1.get_variable(
+                    mirror_name(i, w),
+                    initializer=value,
                     trainable=bool(getattr(w, "trainable", True)),
                     use_resource=True,
                 )
                 self.mirrors.append(mirror)
-                with tf.name_scope("hookbridge/"):
-                    value = tf.compat.v1.placeholder(dtype, shape=shape)
                 mirror_values.append(value)
                 assigns.append(mirror.assign(value, read_value=False))
+            self.mirror_initializers = [m.initializer for m in self.mirrors]
+            self.step_initializer = self.global_step.initializer
             with tf.name_scope("hookbridge/"):
                 self.global_step_value = tf.compat.v1.placeholder(tf.int64, shape=[])
                 self.sync_step_op = self.global_step.assign(
@@ -99,32 +127,53 @@ class SideGraph:
         }
         self._bridge_var_ops = {v.op for v in self.mirrors}
         self._step_var_op = self.global_step.op
-        self._deps_cache: dict[frozenset, tuple[bool, bool]] = {}
-        self.step_in_graph = 0  # value of the global step variable in the session
-        self.weights_in_graph_at: int | None = None  # step at which mirrors were synced
+        self._deps_cache: dict[frozenset, Dependencies] = {}
 
-    def dependencies(self, elements: Sequence[Any]) -> tuple[bool, bool]:
-        """(reads the global step variable, reads the weight mirrors) for a set of fetches."""
+    def initializers_replaced(self) -> tuple[bool, bool]:
+        """Whether a hook replaced the global step's / a mirror's initializer (as
+        ``init_from_checkpoint`` does in ``begin``): then they start from other values."""
+        weights = any(
+            m.initializer is not i for m, i in zip(self.mirrors, self.mirror_initializers)
+        )
+        return self.global_step.initializer is not self.step_initializer, weights
+
+    def build_init_op(self) -> None:
+        """The op initializing the bridge's own variables (built after every hook's begin)."""
+        with self.graph.as_default(), tf.name_scope("hookbridge/"):
+            self.init_op = tf.group(
+                self.global_step.initializer, *(m.initializer for m in self.mirrors)
+            )
+
+    def dependencies(self, elements: Sequence[Any]) -> Dependencies:
+        """What a run of ``elements`` reads and writes of the global step and weight mirrors."""
         key = frozenset(e.name for e in elements)
         hit = self._deps_cache.get(key)
         if hit is not None:
             return hit
         seen: set = set()
         stack = [e.op if isinstance(e, tf.Tensor) else e for e in elements]
-        step = weights = False
+        step_op, mirror_ops = self._step_var_op, self._bridge_var_ops
+        reads_step = reads_weights = writes_step = writes_weights = False
         while stack:
             op = stack.pop()
             if op in seen:
                 continue
             seen.add(op)
-            if op is self._step_var_op:
-                step = True
-            elif op in self._bridge_var_ops:
-                weights = True
+            if op is step_op:
+                reads_step = True
+            elif op in mirror_ops:
+                reads_weights = True
+            elif op.type not in _READ_ONLY_OPS:
+                for t in op.inputs:
+                    if t.op is step_op:
+                        writes_step = True
+                    elif t.op in mirror_ops:
+                        writes_weights = True
             stack.extend(t.op for t in op.inputs)
             stack.extend(op.control_inputs)
-        self._deps_cache[key] = (step, weights)
-        return step, weights
+        deps = Dependencies(reads_step, reads_weights, writes_step, writes_weights)
+        self._deps_cache[key] = deps
+        return deps
 
     def available_names(self) -> list[str]:
         """Tensor names a hook can fetch from the bridge's graph, for error messages."""

@@ -2,8 +2,11 @@
 
 ``BridgeRun`` owns the order of the hook calls and the exception policy, in one place, as native
 ``MonitoredSession``: ``OutOfRangeError``/``StopIteration`` from a hook is the end of input (every
-hook's ``end()`` runs, the run stops); after any other exception the session is closed without
-``end()`` and the exception propagates unchanged.
+hook's ``end()`` runs, the run stops); ``AbortedError``/``UnavailableError`` re-create the session
+(every hook's ``after_create_session`` again, ``begin`` not) and retry; a coordinator stop ends
+the run at the next step boundary and an exception given to ``coord.request_stop(exc)`` is raised
+when the run closes; after any other exception the session is closed without ``end()`` and the
+exception propagates unchanged.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import tensorflow as tf
 
 from hookbridge import _merge, _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues
+from hookbridge._hook_callback.global_step import GlobalStep
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.graph_free import needs_graph
 from hookbridge._hook_callback.names import explain_missing
+from hookbridge._hook_callback.scaffold import ScaffoldArg, finalize_scaffold, prepare_session
 from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
@@ -39,6 +44,8 @@ _NO_SCOPE = contextlib.nullcontext()
 
 #: What native MonitoredSession treats as the end of input: every hook's end(), then swallowed.
 END_OF_INPUT = (tf.errors.OutOfRangeError, StopIteration)
+#: What native MonitoredSession recovers from: a new session, after_create_session, a retry.
+PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
 
 
 def overrides(hook: SessionRunHook, name: str) -> bool:
@@ -54,25 +61,27 @@ class BridgeRun:
         mode: str,
         side: SideGraph,
         read_weights: Callable[[], list],
+        set_weights: Callable[[list], None],
         read_count: Callable[[], float | None] | None,
-        step: int,
+        global_step: GlobalStep,
         steps_per_epoch: int | None,
     ) -> None:
         self.mode = mode
         self.side = side
         self.scope = _tfcompat.GraphScope(side.graph)
         self.batch_values = BatchValues(read_count)
-        self.resolver = Resolver(side, read_weights, self.batch_values)
+        self.global_step = global_step
+        self.resolver = Resolver(side, read_weights, set_weights, global_step, self.batch_values)
         self.steps_per_epoch = steps_per_epoch
-        self.step = step
-        self.resolver.set_step(step)
         self.hooks: list = []
+        self.scaffold: Any = None
         self.session: BridgeSession | None = None
         self.coord: Any = None
         self.stop_requested = False
         self.warned_keys: set = set()
         self.begin_batch = 0
-        self._pending: list = []
+        self._pending: list = []  # the hooks that fetched something this step
+        self._pending_plans: list = []  # their FetchPlans, in the same order
         self._before_hooks: list = []
         self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
         self._after_hooks: list = []
@@ -84,6 +93,9 @@ class BridgeRun:
         self._profile_dirs: list[str] = []
         self._profiling = False
         self._valid_feeds: set = set()
+        self._session_config: Any = None
+        self._warned_retry = False
+        self._coord_stopped: Callable[[], bool] = bool  # the coordinator's should_stop()
         self.deferred_error: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -92,8 +104,10 @@ class BridgeRun:
         hooks: Callable[[], Sequence[SessionRunHook]],
         session_config: Any,
         profile_dir: str | None = None,
+        scaffold: ScaffoldArg = None,
     ) -> None:
-        """``begin`` for every hook, finalize, create the session, ``after_create_session``."""
+        """``begin`` for every hook, finalize the scaffold (and graph), create the session."""
+        self._session_config = session_config
         try:
             with self.scope:
                 with self._names_explained("the hooks callable"):
@@ -101,17 +115,10 @@ class BridgeRun:
                 for hook in self.hooks:
                     with self._names_explained(f"{type(hook).__name__}.begin"):
                         hook.begin()
-                scaffold = tf.compat.v1.train.Scaffold()
-                scaffold.finalize()  # the default Saver, as MonitoredSession; finalizes the graph
-                self.session = session = BridgeSession(self.resolver, config=session_config)
-                tf.compat.v1.Session.run(session, scaffold.init_op, scaffold.init_feed_dict)
-                if scaffold.init_fn is not None:
-                    scaffold.init_fn(scaffold, session)
-                if scaffold.local_init_op is not None:
-                    tf.compat.v1.Session.run(session, scaffold.local_init_op)
-                self.coord = tf.compat.v1.train.Coordinator()
-                for hook in self.hooks:
-                    hook.after_create_session(session, self.coord)
+                # As MonitoredSession: the scaffold is finalized after every begin() (its
+                # default Saver then covers what the hooks added), which finalizes the graph.
+                self.scaffold = finalize_scaffold(scaffold, self.side)
+                self._create_session()
         except BaseException:
             self.close()
             raise
@@ -144,58 +151,106 @@ class BridgeRun:
                 raise
             raise missing from e
 
+    def _create_session(self) -> None:
+        """A session initialized from the scaffold, a coordinator, every after_create_session.
+
+        As ``_RecoverableSession``: a preemption error while doing so starts over. Must run
+        with the graph entered.
+        """
+        while True:
+            try:
+                self.session = session = BridgeSession(self.resolver, config=self._session_config)
+                prepare_session(self.scaffold, session, self.resolver)
+                self.coord = coord = tf.compat.v1.train.Coordinator()
+                self._coord_stopped = _tfcompat.coordinator_stop_flag(coord)
+                for hook in self.hooks:
+                    hook.after_create_session(session, self.coord)
+                return
+            except PREEMPTION_ERRORS as e:
+                _log_preemption(e)
+                self._close_session()
+
+    def _recover(self, error: BaseException) -> None:
+        """``AbortedError``/``UnavailableError``: a new session, as ``_RecoverableSession``."""
+        _log_preemption(error)
+        self._close_session()
+        with self.scope:
+            self._create_session()
+
     def before(self, batch: int) -> None:
         """Every hook's ``before_run``, merged as ``_HookedSession`` merges them."""
         self.begin_batch = batch
+        self.resolver.generation += 1  # other callbacks may have changed the model since
+        while True:
+            try:
+                self._call_before_run()
+                break
+            except END_OF_INPUT:
+                # Native: every hook's end(), the run stops, the error is swallowed. Keras's step
+                # for this batch still runs (a callback cannot cancel it); fit stops after it.
+                self._end_of_input()
+                return
+            except PREEMPTION_ERRORS as e:
+                self._recover_or_close(e)
+            except BaseException:
+                self.close()
+                raise
+        if self._pending:  # the sample count before this step, if a fetch needs a batch value
+            self.batch_values.prepare(zip(self._pending, self._pending_plans))
+        global_step = self.global_step  # what the step's run fetches: the value as it starts
+        if global_step.dirty:
+            global_step.refresh()
+        global_step.pre = global_step.value
+        if self._options is not None and self._options.trace_level and self._profile_dirs:
+            self._profiling = _start_profiler(self._profile_dirs[0])
+
+    def _call_before_run(self) -> None:
         self._context = context = SessionRunContext(_NO_ARGS, self.session)
         if self._pending:
             self._pending = []
+            self._pending_plans = []
         self._feeds = {}
         self._options = None
         if not self._before_hooks:
             return
         last = self._last_plans
+        with self._before_scope:
+            for i, hook in enumerate(self._before_hooks):
+                request = hook.before_run(context)
+                if request is None:
+                    continue
+                if not isinstance(request, SessionRunArgs):
+                    raise TypeError(
+                        f"{type(hook).__name__}.before_run returned {request!r} of type "
+                        f"{type(request).__name__}; a SessionRunHook must return None or "
+                        "tf.compat.v1.train.SessionRunArgs."
+                    )
+                fetches, feed_dict, options = request
+                if fetches is not None:
+                    # Most hooks fetch the same tensor object every step: its plan is the one
+                    # this hook used last time, with no lookup. (A container is planned by its
+                    # contents every time: the hook may have changed it.)
+                    source, plan = last[i]
+                    if fetches is not source:
+                        plan = self.resolver.plan(fetches)
+                        last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
+                    self._pending.append(hook)
+                    self._pending_plans.append(plan)
+                if feed_dict:
+                    self._check_feeds(hook, feed_dict)
+                    _merge.merge_feeds(self._feeds, feed_dict)
+                if options:
+                    if self._options is None:
+                        self._options = RunOptions()
+                    _merge.merge_run_options(self._options, options)
+
+    def _recover_or_close(self, error: BaseException) -> None:
+        """Recovers from a preemption error; if that fails, closes and raises."""
         try:
-            with self._before_scope:
-                for i, hook in enumerate(self._before_hooks):
-                    request = hook.before_run(context)
-                    if request is None:
-                        continue
-                    if not isinstance(request, SessionRunArgs):
-                        raise TypeError(
-                            f"{type(hook).__name__}.before_run returned {request!r} of type "
-                            f"{type(request).__name__}; a SessionRunHook must return None or "
-                            "tf.compat.v1.train.SessionRunArgs."
-                        )
-                    fetches, feed_dict, options = request
-                    if fetches is not None:
-                        # Most hooks fetch the same tensor object every step: its plan is the
-                        # one this hook used last time, with no lookup. (A container is planned
-                        # by its contents every time: the hook may have changed it.)
-                        source, plan = last[i]
-                        if fetches is not source:
-                            plan = self.resolver.plan(fetches)
-                            last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
-                        self._pending.append((hook, plan))
-                    if feed_dict:
-                        self._check_feeds(hook, feed_dict)
-                        _merge.merge_feeds(self._feeds, feed_dict)
-                    if options:
-                        if self._options is None:
-                            self._options = RunOptions()
-                        _merge.merge_run_options(self._options, options)
-        except END_OF_INPUT:
-            # Native: every hook's end(), the run stops, the error is swallowed. Keras's step for
-            # this batch still runs (a callback cannot cancel it); fit stops right after it.
-            self._end_of_input()
-            return
+            self._recover(error)
         except BaseException:
             self.close()
             raise
-        if self._pending:  # the sample count before this step, if a fetch needs a batch value
-            self.batch_values.prepare(self._pending)
-        if self._options is not None and self._options.trace_level and self._profile_dirs:
-            self._profiling = _start_profiler(self._profile_dirs[0])
 
     def after(self, batch: int, logs: dict) -> bool:
         """The merged run and every hook's ``after_run``; returns whether a stop was requested."""
@@ -204,54 +259,87 @@ class BridgeRun:
             self._profiling = False
         steps = batch - self.begin_batch + 1
         mode = self.mode
+        self.resolver.generation += 1  # the Keras step changed the model
         if mode == "predict":
             outputs = logs.get("outputs")
             if outputs is not None:
                 self.resolver.set_outputs(outputs)
         else:
+            if mode == "train":
+                global_step = self.global_step  # advanced by the steps run, or read (GlobalStep)
+                if global_step.dirty or global_step.may_skip:
+                    global_step.refresh()
+                else:
+                    global_step.value += steps
             self.batch_values.update(logs, steps, batch + 1 == self.steps_per_epoch)
             if len(self.warned_keys) < len(logs):
                 self._check_keys(logs)
-        after_hooks = self._after_hooks
-        if not self._pending and not after_hooks:  # nothing asked, nobody listening
-            if mode == "train":
-                self.step += steps
-                self.resolver.set_step(self.step)
-            return self.stop_requested
-        context = self._context
-        try:
-            with self._after_scope:
-                if self._pending:
-                    results, options, run_metadata = self._merged_run()
-                else:
-                    results, options, run_metadata = (
-                        None,
-                        self._options or RunOptions(),
-                        RunMetadata(),
+        if self._pending or self._after_hooks:
+            while True:
+                try:
+                    self._call_after_run()
+                    break
+                except END_OF_INPUT:
+                    self._end_of_input()
+                    return True
+                except PREEMPTION_ERRORS as e:
+                    self._retry_after(batch, e)
+                except BaseException:
+                    self.close()
+                    raise
+            self.stop_requested = self.stop_requested or self._context.stop_requested
+        if self._coord_stopped():  # MonitoredSession.should_stop(): a coordinator stop
+            self.stop_requested = True
+        return self.stop_requested
+
+    def _call_after_run(self) -> None:
+        context, after_hooks = self._context, self._after_hooks
+        with self._after_scope:
+            if self._pending:
+                results, options, run_metadata = self._merged_run()
+            else:
+                results, options, run_metadata = (
+                    None,
+                    self._options or RunOptions(),
+                    RunMetadata(),
+                )
+            if results is None:  # nobody fetched: one (immutable) value for every hook
+                values = SessionRunValues(None, options, run_metadata)
+                for hook in after_hooks:
+                    hook.after_run(context, values)
+            else:
+                for hook in after_hooks:
+                    hook.after_run(
+                        context, SessionRunValues(results.get(hook), options, run_metadata)
                     )
-                if mode == "train":
-                    self.step += steps
-                    self.resolver.set_step(self.step)
-                if results is None:  # nobody fetched: one (immutable) value for every hook
-                    values = SessionRunValues(None, options, run_metadata)
-                    for hook in after_hooks:
-                        hook.after_run(context, values)
-                else:
-                    for hook in after_hooks:
-                        hook.after_run(
-                            context, SessionRunValues(results.get(hook), options, run_metadata)
-                        )
-        except END_OF_INPUT:
-            self._end_of_input()
-            return True
+
+    def _retry_after(self, batch: int, error: BaseException) -> None:
+        """A preemption error after the Keras step: new session, then every before_run again
+        (the merged run and after_run follow), on the values of the step already run."""
+        if not self._warned_retry:
+            self._warned_retry = True
+            warnings.warn(
+                f"HookCallback: {type(error).__name__} was raised after the Keras step of batch "
+                f"{batch} had run: as MonitoredSession does, the hooks' session was re-created "
+                "(every hook's after_create_session again, begin not) and the hooks' "
+                "before_run, merged run and after_run were retried, on that step's values. The "
+                "Keras step itself was not run again (natively the retry runs the train op once "
+                "more). See docs/limits.md.",
+                stacklevel=5,
+            )
+        self._recover_or_close(error)
+        try:
+            self._call_before_run()
         except BaseException:
             self.close()
             raise
-        self.stop_requested = self.stop_requested or context.stop_requested
-        return self.stop_requested
 
     def finish(self) -> None:
-        """Every hook's ``end(session)``, then closes the session."""
+        """Every hook's ``end(session)``, then closes the session.
+
+        As ``MonitoredSession.close()``: an exception a hook or thread gave
+        ``coord.request_stop(exc)`` is raised by the coordinator's join, after every ``end()``.
+        """
         try:
             with self.scope:
                 for hook in self.hooks:
@@ -273,49 +361,34 @@ class BridgeRun:
             self.deferred_error = e
 
     def close(self) -> None:
-        """Closes the session (and coordinator) without calling ``end()``; idempotent."""
+        """Ends the run without calling ``end()``: closes the session and coordinator (raising
+        an exception given to ``coord.request_stop(exc)``); idempotent."""
         if self._profiling:
             _stop_profiler()
             self._profiling = False
+        self.global_step.unwatch()
+        self._close_session()
+
+    def _close_session(self) -> None:
         coord, session = self.coord, self.session
         self.coord = self.session = None
         try:
             if coord is not None:
                 coord.request_stop()
-                coord.join(stop_grace_period_secs=30)
+                coord.join(stop_grace_period_secs=30, ignore_live_threads=True)
         finally:
             if session is not None:
                 session.close()
 
     # -- internals ----------------------------------------------------------------------------
     def _merged_run(self) -> tuple[dict, Any, Any]:
-        """One run of every hook's fetches: held values from Python, the rest in one run."""
+        """One run of every hook's fetches (the global step fetched in it is the stale value)."""
         options = self._options or RunOptions()
         run_metadata = RunMetadata()
-        results: dict = {}
-        resolver, feeds = self.resolver, self._feeds
-        unknown: dict = {}
-        per_hook = []
-        for hook, plan in self._pending:
-            if plan.single is not None and not feeds:
-                results[hook] = resolver.held(plan.single, plan.elements[0])
-                continue
-            values = [None] * len(plan.elements)
-            for i, ref in plan.known:
-                values[i] = resolver.known_value(ref, plan.elements[i], feeds)
-            for _, element in plan.unknown:
-                unknown.setdefault(element, None)
-            per_hook.append((hook, plan, values))
-        if unknown:
-            elements = list(unknown)
-            got = resolver.run_elements(elements, feeds, self._options, run_metadata, self.step)
-            fetched = dict(zip(elements, got))
-            for _, plan, values in per_hook:
-                for i, element in plan.unknown:
-                    values[i] = fetched[element]
-        for hook, plan, values in per_hook:
-            results[hook] = plan.mapper.build_results(values)
-        return results, options, run_metadata
+        got = self.resolver.run_plans(
+            self._pending_plans, self._feeds, self._options, run_metadata, stale=True
+        )
+        return dict(zip(self._pending, got)), options, run_metadata
 
     def _check_feeds(self, hook: SessionRunHook, feed_dict: dict) -> None:
         """Refuses a feed of something the graph lacks, as ``Session.run`` would (even when no
@@ -345,6 +418,15 @@ class BridgeRun:
                         f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
                         stacklevel=4,
                     )
+
+
+def _log_preemption(error: BaseException) -> None:
+    tf.compat.v1.logging.info(
+        "HookCallback: %s was raised; the hooks' session will be closed and a new one created, "
+        "as MonitoredSession does. Error: %s",
+        type(error).__name__,
+        error,
+    )
 
 
 def _start_profiler(logdir: str) -> bool:

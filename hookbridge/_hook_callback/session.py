@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.batch_values import BatchValues, log_keys_read
+from hookbridge._hook_callback.global_step import GlobalStep
 from hookbridge._hook_callback.graph import SideGraph
 
 
@@ -85,18 +86,35 @@ _STEP, _BATCH, _MEAN, _OUTPUTS = "step", "batch", "mean", "outputs"
 
 
 class Resolver:
-    """Answers fetch structures against the side graph and the values the bridge holds.
+    """Answers fetches against the side graph and the values the bridge holds: the one path.
 
-    Values stay as Keras handed them (Python floats) until a fetch asks for one: a step where
-    no hook fetches anything costs no conversion and no feed dict.
+    Both the hooks' merged run after a Keras step (:meth:`run_plans` with ``stale=True``) and
+    every ``run_context.session.run`` (:meth:`resolve`) come here. Values stay as Keras handed
+    them (Python floats) until a fetch asks for one: a step where no hook fetches anything costs
+    no conversion and no feed dict.
+
+    What the graph's variables hold is tracked against one counter, :attr:`generation`, bumped
+    whenever the Keras model may have changed (a Keras step ran, or other callbacks ran between
+    steps): the weight mirrors are copied in when a run reads them and they are older than the
+    current generation; the global step variable is set when a run reads it and it differs from
+    the value the run must see (the stale pre-step value in the merged run, the current one in a
+    hook's ``session.run``). A run that writes either (a restore, an assign) is copied back into
+    the Keras model at once, before the next Keras step.
     """
 
     def __init__(
-        self, side: SideGraph, read_weights: Callable[[], list], values: BatchValues
+        self,
+        side: SideGraph,
+        weights: Callable[[], list],
+        set_weights: Callable[[list], None],
+        global_step: GlobalStep,
+        values: BatchValues,
     ) -> None:
         self.side = side
         self.values = values
-        self._read_weights = read_weights
+        self.global_step = global_step
+        self._read_weights = weights
+        self._set_weights = set_weights
         self._plans: dict[Any, FetchPlan] = {}
         self.session: BridgeSession | None = None
         self.known: dict[Any, tuple] = {e: (_STEP, None) for e in side.step_elements}
@@ -106,27 +124,34 @@ class Resolver:
             self.known[t] = (_MEAN, key)
         if side.outputs is not None:
             self.known[side.outputs] = (_OUTPUTS, None)
-        self.step = 0
-        self._step_value: Any = None  # np.int64(step), made once per step when first fetched
+        self.generation = 0  # bumped whenever the Keras model may have changed
+        self.weights_at: int | None = None  # generation the mirrors were last equal to Keras's
+        self.step_in_graph: int | None = None  # the global step variable's value in the session
+        self._step_cache: tuple[int, Any] = (-1, None)  # (value, np.int64(value))
         self._outputs: Any = None
         self._log_ops = {t.op: key for key, t in side.log_tensors.items()}
         self._log_reads: dict[frozenset, set[str]] = {}
 
     # -- values -------------------------------------------------------------------------------
-    def set_step(self, step: int) -> None:
-        self.step = step
-        self._step_value = None
-
     def set_outputs(self, outputs: Any) -> None:
         self._outputs = outputs
 
-    def held(self, ref: tuple, element: Any) -> Any:
-        """The value the bridge holds for ``element``, as ``Session.run`` would return it."""
+    def held(self, ref: tuple, element: Any, stale: bool = False) -> Any:
+        """The value the bridge holds for ``element``, as ``Session.run`` would return it; the
+        global step is the pre-step value in the merged run (``stale``), else the current one."""
         kind, key = ref
-        if kind is _STEP:  # most hooks fetch the global step: one (immutable) value per step
-            value = self._step_value
-            if value is None:
-                value = self._step_value = np.int64(self.step)
+        if kind is _STEP:  # most hooks fetch it, every step: GlobalStep.current() inlined
+            global_step = self.global_step
+            if stale:
+                step = global_step.pre
+            else:
+                if global_step.dirty:
+                    global_step.refresh()
+                step = global_step.value
+            cached, value = self._step_cache
+            if cached != step:
+                value = np.int64(step)
+                self._step_cache = (step, value)
             return value
         if kind is _OUTPUTS:
             value = self._outputs
@@ -160,6 +185,10 @@ class Resolver:
             feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
         return feeds
 
+    def weight_feeds(self) -> dict:
+        """The Keras weights as feeds of the mirrors' value placeholders."""
+        return dict(zip(self.side.mirror_values, self._read_weights()))
+
     # -- planning -----------------------------------------------------------------------------
     def plan(self, fetches: Any) -> FetchPlan:
         key = structure_key(fetches)
@@ -174,12 +203,47 @@ class Resolver:
         return plan
 
     # -- running ------------------------------------------------------------------------------
-    def known_value(self, ref: tuple, element: Any, feed_dict: Mapping | None) -> Any:
+    def known_value(self, ref: tuple, element: Any, feed_dict: Mapping | None, stale: bool) -> Any:
         if feed_dict:
             for fed in (element, element.name):
                 if fed in feed_dict:
                     return np.asarray(feed_dict[fed], dtype=element.dtype.as_numpy_dtype)
-        return self.held(ref, element)
+        return self.held(ref, element, stale)
+
+    def run_plans(
+        self,
+        plans: list[FetchPlan],
+        feed_dict: Mapping | None,
+        options: Any,
+        run_metadata: Any,
+        *,
+        stale: bool,
+    ) -> list:
+        """The results of ``plans``: held values from Python, the rest in ONE session run."""
+        results: list = [None] * len(plans)
+        per_plan = []
+        unknown: dict = {}
+        for j, plan in enumerate(plans):
+            if plan.single is not None and not feed_dict:
+                # A lone held tensor (the global step, the loss): its value, no mapping.
+                results[j] = self.held(plan.single, plan.elements[0], stale)
+                continue
+            values = [None] * len(plan.elements)
+            for i, ref in plan.known:
+                values[i] = self.known_value(ref, plan.elements[i], feed_dict, stale)
+            for _, element in plan.unknown:
+                unknown.setdefault(element, None)
+            per_plan.append((j, plan, values))
+        if unknown:
+            elements = list(unknown)
+            got = self.run_elements(elements, feed_dict, options, run_metadata, stale=stale)
+            fetched = dict(zip(elements, got))
+            for _, plan, values in per_plan:
+                for i, element in plan.unknown:
+                    values[i] = fetched[element]
+        for j, plan, values in per_plan:
+            results[j] = plan.mapper.build_results(values)
+        return results
 
     def run_elements(
         self,
@@ -187,32 +251,58 @@ class Resolver:
         feed_dict: Mapping | None,
         options: Any,
         run_metadata: Any,
-        step: int,
+        *,
+        stale: bool = False,
     ) -> list:
         """One real session run of ``elements`` with the log tensors fed."""
         assert self.session is not None
-        side = self.side
-        needs_step, needs_weights = side.dependencies(elements)
-        sync_feeds: dict = {}
-        sync_ops = []
-        if needs_step and side.step_in_graph != step:
-            sync_feeds[side.global_step_value] = step
-            sync_ops.append(side.sync_step_op)
-        if needs_weights and side.weights_in_graph_at != self.step:
-            sync_feeds.update(zip(side.mirror_values, self._read_weights()))
-            sync_ops.append(side.sync_weights_op)
-        if sync_ops:
-            tf.compat.v1.Session.run(self.session, sync_ops, sync_feeds)
-            if needs_step:
-                side.step_in_graph = step
-            if needs_weights:
-                side.weights_in_graph_at = self.step
+        deps = self.side.dependencies(elements)
+        step = self.global_step.pre if stale else self.global_step.current()
+        self.sync(step if deps.reads_step else None, deps.reads_weights)
         feeds = self.feeds(elements)
         if feed_dict:
             feeds.update(feed_dict)
-        return tf.compat.v1.Session.run(
+        got = tf.compat.v1.Session.run(
             self.session, elements, feeds, options=options, run_metadata=run_metadata
         )
+        if deps.writes_step or deps.writes_weights:
+            self.step_in_graph = None if deps.writes_step else self.step_in_graph
+            self.pull(deps.writes_step, deps.writes_weights)
+        return got
+
+    def sync(self, step: int | None, weights: bool, weight_feeds: dict | None = None) -> None:
+        """Copies the global step (when not None) and the weights into the graph if stale
+        (``weight_feeds``: the model's weights, when the caller has just read them)."""
+        side = self.side
+        feeds: dict = {}
+        ops = []
+        if step is not None and self.step_in_graph != step:
+            feeds[side.global_step_value] = step
+            ops.append(side.sync_step_op)
+        if weights and self.weights_at != self.generation:
+            feeds.update(weight_feeds if weight_feeds is not None else self.weight_feeds())
+            ops.append(side.sync_weights_op)
+        if ops:
+            tf.compat.v1.Session.run(self.session, ops, feeds)
+            if step is not None:
+                self.step_in_graph = step
+            if weights:
+                self.weights_at = self.generation
+
+    def pull(self, step: bool, weights: bool) -> None:
+        """Copies the graph's global step / weight mirrors into the Keras model (a hook wrote
+        them through the bridge's session): the next Keras step trains from them."""
+        side = self.side
+        fetches = ([side.global_step_read] if step else []) + (side.mirrors if weights else [])
+        values = tf.compat.v1.Session.run(self.session, fetches)
+        if step:
+            value = int(values.pop(0))
+            self.global_step.write(value)
+            self.step_in_graph = value
+            self._step_cache = (-1, None)
+        if weights:
+            self._set_weights(values)
+            self.weights_at = self.generation
 
     def resolve(
         self,
@@ -226,16 +316,13 @@ class Resolver:
         if plan.single is not None and not feed_dict:
             # A lone held tensor (CheckpointSaverHook reads the global step on every step).
             return self.held(plan.single, plan.elements[0])
-        values: list = [None] * len(plan.elements)
-        for i, ref in plan.known:
-            values[i] = self.known_value(ref, plan.elements[i], feed_dict)
-        if plan.unknown:
-            got = self.run_elements(
-                [e for _, e in plan.unknown], feed_dict, options, run_metadata, self.step
-            )
-            for (i, _), v in zip(plan.unknown, got):
-                values[i] = v
-        return plan.mapper.build_results(values)
+        return self.run_plans([plan], feed_dict, options, run_metadata, stale=False)[0]
+
+    def session_created(self, session: BridgeSession) -> None:
+        """A new session: nothing of the graph's variables is known to be in sync any more."""
+        self.session = session
+        self.weights_at = None
+        self.step_in_graph = None
 
 
 class BridgeSession(tf.compat.v1.Session):
@@ -244,13 +331,14 @@ class BridgeSession(tf.compat.v1.Session):
     ``run`` answers fetches of values the bridge holds (log tensors, global step) from Python and
     runs everything else on the side graph, with the current step's values fed. The global step
     it reports is the current (post-step) value, as a ``session.run(global_step)`` in ``after_run``
-    would in TF1.
+    would in TF1. A run that assigns the global step or restores/assigns the weight mirrors
+    writes them through to ``optimizer.iterations`` and the Keras model.
     """
 
     def __init__(self, resolver: Resolver, config: Any = None) -> None:
         super().__init__(graph=resolver.side.graph, config=config)
         self._resolver = resolver
-        resolver.session = self
+        resolver.session_created(self)
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         return self._resolver.resolve(fetches, feed_dict, options, run_metadata)

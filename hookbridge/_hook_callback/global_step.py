@@ -1,0 +1,163 @@
+"""The global step hooks see under HookCallback: ``optimizer.iterations``, read only when needed.
+
+TF1 has one global step variable; under ``fit`` it is ``model.optimizer.iterations``. Reading that
+Keras variable costs 20-100 µs, more than a whole idle hook step, so :class:`GlobalStep` reads it
+only when its value may differ from what the bridge can predict:
+
+* the Keras step advances it by the steps it ran (``steps_per_execution``): predicted, no read,
+  unless the optimizer may skip the increment (Keras 3 ``LossScaleOptimizer`` on non-finite
+  gradients, gradient accumulation), where it is read after every step;
+* Python code assigns it (another callback, user code, a thread): ``assign``/``assign_add``/
+  ``assign_sub`` of that variable object are watched while a run is active and mark the value
+  stale, so the next read by a hook reads the variable;
+* anything else (a checkpoint restored into it, another worker): seen at the next epoch start,
+  where the value is read again (docs/limits.md);
+* a hook assigning the bridge graph's global step through the bridge's session: the session
+  writes the new value to ``iterations`` (:meth:`write`), see ``session.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+_WATCHED_METHODS = ("assign", "assign_add", "assign_sub")
+
+
+class _Watch:
+    """Instance-level wrappers of a variable's assign methods that notify listeners."""
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _by_variable: ClassVar[dict[int, _Watch]] = {}
+
+    def __init__(self, variable: Any) -> None:
+        self.variable = variable
+        self.listeners: list[Callable[[], None]] = []
+        self.saved: dict[str, Any] = {}
+        for name in _WATCHED_METHODS:
+            original = getattr(variable, name, None)
+            if original is None:
+                continue
+            if name in vars(variable):
+                self.saved[name] = vars(variable)[name]
+            setattr(variable, name, self._wrap(original))
+
+    def _wrap(self, original: Callable) -> Callable:
+        listeners = self.listeners
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            for notify in tuple(listeners):
+                notify()
+            return original(*args, **kwargs)
+
+        return watched
+
+    def restore(self) -> None:
+        for name in _WATCHED_METHODS:
+            if name in self.saved:
+                setattr(self.variable, name, self.saved[name])
+            else:
+                vars(self.variable).pop(name, None)
+
+    @classmethod
+    def add(cls, variable: Any, listener: Callable[[], None]) -> None:
+        with cls._lock:
+            watch = cls._by_variable.get(id(variable))
+            if watch is None:
+                watch = cls._by_variable[id(variable)] = cls(variable)
+            watch.listeners.append(listener)
+
+    @classmethod
+    def remove(cls, variable: Any, listener: Callable[[], None]) -> None:
+        with cls._lock:
+            watch = cls._by_variable.get(id(variable))
+            if watch is None or listener not in watch.listeners:
+                return
+            watch.listeners.remove(listener)
+            if not watch.listeners:
+                del cls._by_variable[id(variable)]
+                watch.restore()
+
+
+def _watchable(variable: Any) -> bool:
+    try:
+        vars(variable)
+    except TypeError:
+        return False
+    return callable(getattr(variable, "assign", None))
+
+
+class GlobalStep:
+    """The one owner of the global step's value during a run (see the module docstring).
+
+    Per Keras step, ``BridgeRun`` sets :attr:`pre` (the value the step's run fetches) before the
+    step and advances :attr:`value` by the steps run after it, or reads the variable when
+    :attr:`dirty` or :attr:`may_skip` (inlined there: it runs every step).
+
+    Args:
+        variable: ``model.optimizer.iterations`` (None without an optimizer: the step then
+            counts Keras steps from ``start``).
+        read: reads ``variable`` as an int (one variable read).
+        write: assigns an int to ``variable`` (in the right context for the Keras flavour).
+        may_skip: the optimizer may not advance ``variable`` on a step: read after every step.
+        start: the value when ``variable`` is None.
+    """
+
+    __slots__ = ("_read", "_watching", "_write", "dirty", "may_skip", "pre", "value", "variable")
+
+    def __init__(
+        self,
+        variable: Any,
+        read: Callable[[], int | None],
+        write: Callable[[int], None],
+        *,
+        may_skip: bool = False,
+        start: int = 0,
+    ) -> None:
+        self.variable = variable
+        self._read = read
+        self._write = write
+        self.may_skip = may_skip
+        self.value = start
+        self.pre = start  # the value before the current Keras step (the "stale" fetch)
+        self.dirty = variable is not None
+        self._watching = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def watch(self) -> None:
+        """Starts watching Python writes to the variable (until :meth:`unwatch`)."""
+        if self.variable is not None and not self._watching and _watchable(self.variable):
+            _Watch.add(self.variable, self._mark)
+            self._watching = True
+
+    def unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            _Watch.remove(self.variable, self._mark)
+
+    def _mark(self) -> None:
+        self.dirty = True
+
+    # -- values -------------------------------------------------------------------------------
+    def current(self) -> int:
+        """The global step now (read from the variable only if it may have changed)."""
+        if self.dirty:
+            self.refresh()
+        return self.value
+
+    def refresh(self) -> None:
+        self.dirty = False
+        got = self._read()
+        if got is not None:
+            self.value = got
+
+    def write(self, value: int) -> None:
+        """Sets the variable (and the value hooks see) to ``value``: a hook assigned the step."""
+        value = int(np.asarray(value))
+        if self.variable is not None:
+            self._write(value)
+        self.value = value
+        self.dirty = False

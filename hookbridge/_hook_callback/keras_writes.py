@@ -1,0 +1,76 @@
+"""What the bridge writes into (and how it reads the global step of) the Keras model.
+
+Hooks may write the global step and the weight mirrors through the bridge's session (a restore,
+an assign, ``init_from_checkpoint``); these helpers carry such writes into the Keras model, and
+build the :class:`GlobalStep` of a run on ``optimizer.iterations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+from hookbridge._hook_callback.global_step import GlobalStep
+
+keras = tf.keras
+
+
+def keras_context(variable: Any) -> Any:
+    """Where a Keras variable can be read or written: eagerly, or (tf_keras graph mode) in its
+    own graph."""
+    graph = getattr(variable, "graph", None)
+    if (
+        graph is not None
+        and not getattr(graph, "building_function", True)
+        and not tf.compat.v1.executing_eagerly_outside_functions()
+    ):
+        return graph.as_default()
+    return _tfcompat.eager()
+
+
+def weight_setter(model: Any) -> Callable[[list], None]:
+    """``model.set_weights`` callable from anywhere (the bridge's graph may be the default)."""
+
+    def set_weights(values: list) -> None:
+        weights = model.weights
+        with keras_context(weights[0] if weights else None):
+            model.set_weights(values)
+
+    return set_weights
+
+
+def may_skip_increments(optimizer: Any) -> bool:
+    """Whether the optimizer may leave ``iterations`` unchanged on a step (Keras 3
+    ``LossScaleOptimizer`` skips non-finite steps; gradient accumulation counts updates)."""
+    if optimizer is None:
+        return False
+    if getattr(optimizer, "gradient_accumulation_steps", None):
+        return True
+    return any("LossScaleOptimizer" in c.__name__ for c in type(optimizer).__mro__)
+
+
+def global_step_for(model: Any, read: Callable[[], int | None]) -> GlobalStep:
+    """The run's :class:`GlobalStep` on ``model.optimizer.iterations``."""
+    optimizer = getattr(model, "optimizer", None)
+    variable = getattr(optimizer, "iterations", None)  # a tensor under gradient accumulation
+
+    def write(value: int) -> None:
+        assign = getattr(variable, "assign", None)
+        if assign is None:
+            raise RuntimeError(
+                "HookCallback: a hook assigned the global step, but this model's "
+                f"optimizer.iterations ({type(variable).__name__}) cannot be assigned (gradient "
+                "accumulation computes it); assign the optimizer's own step counter instead."
+            )
+        with keras_context(variable):
+            dtype = getattr(getattr(variable, "dtype", None), "name", None) or str(variable.dtype)
+            assign(np.asarray(value, dtype=dtype))
+
+    step = GlobalStep(variable, read, write, may_skip=may_skip_increments(optimizer))
+    if variable is None:
+        step.dirty = False
+    return step

@@ -1,0 +1,150 @@
+"""The Scaffold of the hooks' session, finalized and run as ``MonitoredSession`` runs it.
+
+``HookCallback(hooks, scaffold=...)`` takes a ``tf.compat.v1.train.Scaffold`` (or a zero-argument
+callable building one in the bridge's graph). It is finalized after every hook's ``begin()`` and
+run as ``ChiefSessionCreator`` / ``SessionManager.prepare_session`` run it: ``init_op`` with
+``init_feed_dict``, ``init_fn(scaffold, session)``, ``local_init_op`` once
+``ready_for_local_init_op`` is ready, then the ``ready_op`` check. Before that, the bridge's own
+variables (global step, weight mirrors) are initialized from the Keras model, so a Scaffold's
+``init_op`` that does not cover them still leaves the model ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tensorflow as tf
+
+from hookbridge._hook_callback.graph import SideGraph
+
+if TYPE_CHECKING:
+    from hookbridge._hook_callback.session import BridgeSession, Resolver
+
+Scaffold = tf.compat.v1.train.Scaffold
+ScaffoldArg = Scaffold | Callable[[], Scaffold] | None
+
+#: The fields of a finalized Scaffold that hold graph elements.
+_GRAPH_FIELDS = ("init_op", "ready_op", "ready_for_local_init_op", "local_init_op", "summary_op")
+
+
+def finalize_scaffold(scaffold: ScaffoldArg, side: SideGraph) -> Scaffold:
+    """The run's Scaffold, finalized in the bridge's graph (which it finalizes).
+
+    Must be called with the bridge's graph as the default graph, after every hook's begin().
+
+    Raises:
+        TypeError: ``scaffold`` is not a Scaffold, nor a callable returning one.
+        ValueError: a field of the Scaffold belongs to another graph.
+    """
+    if scaffold is None:
+        scaffold = Scaffold()
+    elif not isinstance(scaffold, Scaffold):
+        if not callable(scaffold):
+            raise TypeError(
+                f"HookCallback(scaffold=...) expected a tf.compat.v1.train.Scaffold or a "
+                f"zero-argument callable returning one, received {scaffold!r} of type "
+                f"{type(scaffold).__name__}."
+            )
+        made = scaffold()
+        if not isinstance(made, Scaffold):
+            raise TypeError(
+                f"HookCallback(scaffold=...): the callable returned {made!r} of type "
+                f"{type(made).__name__}, not a tf.compat.v1.train.Scaffold."
+            )
+        scaffold = made
+    side.build_init_op()  # after begin(): an initializer replaced there is the one to run
+    scaffold.finalize()
+    _check_graph(scaffold, side.graph)
+    return scaffold
+
+
+def _check_graph(scaffold: Scaffold, graph: tf.Graph) -> None:
+    for field in _GRAPH_FIELDS:
+        value = getattr(scaffold, field)
+        if value is not None and getattr(value, "graph", graph) is not graph:
+            _raise_other_graph(f"{field} ({getattr(value, 'name', value)!r})")
+    saver_def = scaffold.saver.saver_def if scaffold.saver is not None else None
+    if saver_def is not None:
+        try:
+            graph.as_graph_element(saver_def.save_tensor_name)
+        except (KeyError, ValueError):
+            _raise_other_graph(f"saver ({saver_def.save_tensor_name!r})")
+
+
+def _raise_other_graph(what: str) -> None:
+    raise ValueError(
+        f"HookCallback(scaffold=...): the Scaffold's {what} belongs to another graph than the "
+        "bridge's. Its ops must live in the bridge's graph: leave them unset (finalization "
+        "builds them there, as MonitoredSession does) or build them in a zero-argument callable "
+        "passed as scaffold= (called while the bridge's graph is the default graph). A Scaffold "
+        "is finalized once, in one graph: to use one in several fit/evaluate/predict calls, pass "
+        "the callable."
+    )
+
+
+def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolver) -> None:
+    """Initializes a new session as ``SessionManager.prepare_session`` (no checkpoint restore).
+
+    Raises:
+        RuntimeError: TF's own messages when the model is not ready after initialization.
+    """
+    side = resolver.side
+    weight_feeds = resolver.weight_feeds()
+    # A first sync builds the session's executor for it now rather than at the first checkpoint
+    # in the middle of training; the initializers below then set the values.
+    resolver.sync(resolver.global_step.current(), True, weight_feeds)
+    tf.compat.v1.Session.run(session, side.init_op, weight_feeds)
+    init_op = scaffold.init_op
+    if init_op is not None:
+        feeds = dict(weight_feeds)
+        feeds.update(scaffold.init_feed_dict or {})
+        tf.compat.v1.Session.run(session, init_op, feeds)
+    # The initializers left the mirrors equal to the model (or to what a replaced initializer
+    # restored: pulled below) and the global step variable at its initial value.
+    resolver.weights_at = resolver.generation
+    resolver.step_in_graph = None
+    if scaffold.init_fn is not None:
+        scaffold.init_fn(session)  # TF wraps the user's init_fn(scaffold, session)
+    ready, message = _ready(scaffold.ready_for_local_init_op, session)
+    if not ready:
+        raise RuntimeError(
+            "Init operations did not make model ready for local_init.  Init op: "
+            f"{_name(init_op)}, init fn: {scaffold.init_fn}, error: {message}"
+        )
+    if scaffold.local_init_op is not None:
+        tf.compat.v1.Session.run(
+            session,
+            scaffold.local_init_op,
+            getattr(scaffold, "local_init_feed_dict", None),
+        )
+    ready, message = _ready(scaffold.ready_op, session)
+    if not ready:
+        raise RuntimeError(
+            f"Init operations did not make model ready.  Init op: {_name(init_op)}, init fn: "
+            f"{scaffold.init_fn}, local_init_op: {_name(scaffold.local_init_op)}, error: {message}"
+        )
+    step_replaced, weights_replaced = side.initializers_replaced()
+    if step_replaced or weights_replaced:  # init_from_checkpoint in a hook's begin()
+        resolver.pull(step_replaced, weights_replaced)
+
+
+def _ready(op: Any, session: Any) -> tuple[bool, str | None]:
+    """TF's ``session_manager._ready``: a ready op returns the names of what is not ready."""
+    if op is None:
+        return True, None
+    try:
+        value = session.run(op)
+    except tf.errors.FailedPreconditionError as e:
+        if "uninitialized" not in str(e):
+            raise
+        return False, str(e)
+    if value is None or value.dtype == np.int32 or value.size == 0:
+        return True, None
+    names = ", ".join(v.decode("utf-8") for v in value)
+    return False, "Variables not initialized: " + names
+
+
+def _name(op: Any) -> str | None:
+    return op.name if op is not None else None

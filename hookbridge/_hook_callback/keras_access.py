@@ -9,6 +9,7 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._hook_callback.keras_writes import keras_context
 
 keras = tf.keras
 
@@ -27,28 +28,18 @@ class KerasAccess:
         self.model = model
         self._warned_stop = False
 
-    def _context(self, variable: Any) -> Any:
-        graph = getattr(variable, "graph", None)
-        if (
-            graph is not None
-            and not getattr(graph, "building_function", True)
-            and not tf.compat.v1.executing_eagerly_outside_functions()
-        ):
-            return graph.as_default()
-        return _tfcompat.eager()
-
     def iterations(self) -> int | None:
         """``model.optimizer.iterations`` (one variable read), or None without an optimizer."""
         iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
         if iterations is None:
             return None
-        with self._context(iterations):
+        with keras_context(iterations):
             return int(keras.backend.get_value(iterations))
 
     def weights(self) -> list:
         """``model.get_weights()``, read from anywhere."""
         weights = self.model.weights
-        with self._context(weights[0] if weights else None):
+        with keras_context(weights[0] if weights else None):
             return self.model.get_weights()
 
     def loss_count_reader(self) -> Callable[[], float | None]:
@@ -84,7 +75,7 @@ class KerasAccess:
                 return None
             count, handle, dtype = found[0]
             if handle is None:
-                with self._context(count):
+                with keras_context(count):
                     return float(keras.backend.get_value(count))
             with scope:
                 return float(tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype))

@@ -123,9 +123,11 @@ def test_mirrored_strategy_hooks_see_the_global_step_and_reduced_loss(tmp_path):
 
 
 def test_multiworker_mirrored_strategy_on_loopback(tmp_path):
-    """Two MultiWorkerMirroredStrategy workers on loopback. tf_keras and Keras 2 train; Keras 3
-    fails upstream with or without hookbridge (keras-team/keras#20585): while it does, this test
-    skips with that reason, and the day it trains, the test fails so the suite notices."""
+    """Two MultiWorkerMirroredStrategy workers on loopback, each with a HookCallback. tf_keras and
+    Keras 2 train (the hooks run on both workers, and HookCallback warns that it runs every hook on
+    every worker); Keras 3 fails upstream with or without hookbridge (keras-team/keras#20585):
+    while it does, this test skips with that reason, and the day it trains, the test fails so the
+    suite notices."""
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     commands = []
@@ -147,3 +149,7 @@ def test_multiworker_mirrored_strategy_on_loopback(tmp_path):
         raise AssertionError(f"Keras 3 MultiWorkerMirroredStrategy failed differently: {results}")
     assert [r["ok"] for r in results] == [True, True], results
     assert [r["iterations"] for r in results] == [4, 4]
+    # Every hook runs on every worker (chief-only hooks are not built yet), and HookCallback
+    # says so rather than let file-writing hooks write one directory from two workers.
+    assert [r["hook_steps"] for r in results] == [4, 4]
+    assert [r["warned_multi_worker"] for r in results] == [True, True]

@@ -37,6 +37,31 @@ def _check_hooks(hooks: Any, where: str) -> list:
     return hooks
 
 
+def _worker_count(model: Any) -> int:
+    """How many workers (chief included) the model's distribution strategy trains on: 1 unless
+    it is a multi-worker strategy with a cluster."""
+    resolver = getattr(getattr(model, "distribute_strategy", None), "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    spec = resolver.cluster_spec()
+    return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
+
+
+def _warn_multi_worker(model: Any) -> None:
+    workers = _worker_count(model)
+    if workers > 1:
+        warnings.warn(
+            f"HookCallback runs every hook on each of the {workers} workers of this multi-worker "
+            "strategy: hooks that write files (CheckpointSaverHook, SummarySaverHook, "
+            "StepCounterHook) would write the same directory from every worker, and a stop "
+            "requested on one worker is not shared with the others. Chief-only hooks and stops "
+            "agreed across workers are not supported yet (docs/distributed.md): give the "
+            "file-writing hooks to the chief's HookCallback only, and stop every worker on the "
+            "same condition (e.g. StopAtStepHook).",
+            stacklevel=4,
+        )
+
+
 class HookCallback(keras.callbacks.Callback):
     """A Keras callback that runs TF1 ``SessionRunHook``s as ``MonitoredSession`` would.
 
@@ -251,6 +276,7 @@ class HookCallback(keras.callbacks.Callback):
             raise RuntimeError(
                 "HookCallback has no model: pass it to model.fit/evaluate/predict(callbacks=...)."
             )
+        _warn_multi_worker(model)
         self._keras = access = KerasAccess(model)
         side = SideGraph(
             log_keys=access.log_keys(self._log_names),

@@ -59,10 +59,11 @@ class KerasAccess:
                     variable = getattr(count, "value", None)  # Keras 3: the backend variable
                     if not isinstance(variable, tf.Variable):
                         variable = count
-                    handle = getattr(variable, "handle", None)
+                    # A distributed variable's handle raises outside a replica context.
+                    distributed = isinstance(variable, tf.distribute.DistributedValues)
+                    handle = None if distributed else getattr(variable, "handle", None)
                     fast = (
                         isinstance(variable, tf.Variable)
-                        and not isinstance(variable, tf.distribute.DistributedValues)
                         and handle is not None
                         and not hasattr(handle, "graph")  # an eager handle (no graph mode)
                     )

@@ -22,7 +22,10 @@ keras = tf.keras
 def keras_context(variable: Any) -> Any:
     """Where a Keras variable can be read or written: eagerly, or (tf_keras graph mode) in its
     own graph."""
-    graph = getattr(variable, "graph", None)
+    try:
+        graph = variable.graph
+    except (AttributeError, RuntimeError, ValueError):  # eager, or a distributed variable
+        graph = None  # (whose handle cannot be read from the bridge's graph)
     if (
         graph is not None
         and not getattr(graph, "building_function", True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -18,7 +19,19 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 import numpy as np
 import tensorflow as tf
 
+import hookbridge
+
 keras = tf.keras
+
+
+class CountingHook(tf.compat.v1.train.SessionRunHook):
+    """Counts the steps the hooks ran on this worker."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def after_run(self, run_context, run_values):
+        self.steps += 1
 
 
 def main(out_dir: str) -> None:
@@ -31,8 +44,22 @@ def main(out_dir: str) -> None:
         x = rng.normal(size=(64, 4)).astype("float32")
         y = (x @ rng.normal(size=(4, 1))).astype("float32")
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
-        model.fit(ds, steps_per_epoch=4, epochs=1, verbose=0)
-        result = {"ok": True, "iterations": int(model.optimizer.iterations.numpy())}
+        hook = CountingHook()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(
+                ds,
+                steps_per_epoch=4,
+                epochs=1,
+                verbose=0,
+                callbacks=[hookbridge.HookCallback([hook])],
+            )
+        result = {
+            "ok": True,
+            "iterations": int(model.optimizer.iterations.numpy()),
+            "hook_steps": hook.steps,
+            "warned_multi_worker": any("multi-worker" in str(w.message) for w in caught),
+        }
     except Exception as e:  # noqa: BLE001 - reported to the test, which decides
         result = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
     print(json.dumps(result), flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -65,6 +66,19 @@ def loss_steps(model_dir: Path) -> dict[str, list[int]]:
     return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def loss_steps_per_file(model_dir: Path) -> list[list[int]]:
+    """The ``loss`` summary steps of each event file (one per stage), oldest file first."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    per_file = []
+    for path in sorted(model_dir.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        if "loss" in acc.Tags()["scalars"]:
+            per_file.append([e.step for e in acc.Scalars("loss")])
+    return per_file
+
+
 def history_steps(out: Path) -> list[int]:
     with open(out / "loss_history.csv") as f:
         return [int(row["step"]) for row in csv.DictReader(f)]
@@ -110,10 +124,19 @@ def test_the_whole_migration_in_one_model_dir(tmp_path):
     # Estimator's SummarySaverHook writes it; the step counter throughout.
     steps = loss_steps(out / "model_dir")
     assert set(steps) == {"loss", "global_step/sec"}
-    assert steps["loss"] == [
-        s for start in (0, 20, 40, 60) for s in range(start + 1, start + 20, 5)
-    ]
-    assert steps["global_step/sec"] == [11, 31, 51, 71]
+    # The Keras stages (steps 41-80) write exactly where the Estimator's SummarySaverHook writes
+    # on a quiet machine. The Estimator stages are native TF1, where the hook fetches the global
+    # step in the same run as the train op's increment (a race, see DESIGN.md): under load one
+    # of their summaries can land a step late, so they are checked by range and spacing only.
+    stage0, stage1, stage2, stage3 = loss_steps_per_file(out / "model_dir")
+    assert stage2 == [41, 46, 51, 56]
+    assert stage3 == [61, 66, 71, 76]
+    for start, native in ((0, stage0), (20, stage1)):
+        assert native[0] == start + 1 and native[-1] <= start + 21, (start, native)
+        assert 4 <= len(native) <= 5 and all(b - a >= 4 for a, b in itertools.pairwise(native))
+    rates = steps["global_step/sec"]  # the native stages' StepCounterHook has the same race
+    assert len(rates) == 4 and rates[2:] == [51, 71]
+    assert abs(rates[0] - 11) <= 1 and abs(rates[1] - 31) <= 1, rates
     # The team's loss history, first from its hook, then from its Keras replacement.
     assert history_steps(out) == list(range(5, 81, 5))
     state = tf.train.get_checkpoint_state(str(out / "model_dir"))

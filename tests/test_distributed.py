@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import make_model
+
+import hookbridge
 
 HERE = Path(__file__).resolve().parent / "distributed"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
@@ -149,7 +152,30 @@ def test_multiworker_mirrored_strategy_on_loopback(tmp_path):
         raise AssertionError(f"Keras 3 MultiWorkerMirroredStrategy failed differently: {results}")
     assert [r["ok"] for r in results] == [True, True], results
     assert [r["iterations"] for r in results] == [4, 4]
-    # Every hook runs on every worker (chief-only hooks are not built yet), and HookCallback
-    # says so rather than let file-writing hooks write one directory from two workers.
+    # The hooks run on every worker, and HookCallback says so (stops are not agreed yet).
     assert [r["hook_steps"] for r in results] == [4, 4]
+    # chief_only_hooks run on the chief (worker 0) only, as MonitoredTrainingSession runs them.
+    assert [r["is_chief"] for r in results] == [True, False]
+    assert [r["chief_hook_steps"] for r in results] == [4, 0]
     assert [r["warned_multi_worker"] for r in results] == [True, True]
+
+
+def test_chief_only_hooks_run_first_without_a_multi_worker_strategy(data):
+    """Without a multi-worker strategy this process is the chief: chief_only_hooks run, before
+    the others, as MonitoredTrainingSession orders them (``all_hooks = chief_only + hooks``)."""
+    order: list[str] = []
+
+    class Named(tf.compat.v1.train.SessionRunHook):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def begin(self):
+            order.append(self.name)
+
+    x, y = data
+    bridge = hookbridge.HookCallback([Named("user")], chief_only_hooks=lambda: [Named("chief")])
+    make_model().fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[bridge])
+    assert order == ["chief", "user"]
+    assert [h.name for h in bridge.hooks] == ["chief", "user"]
+    with pytest.raises(TypeError, match=r"chief_only_hooks\[0\]"):
+        hookbridge.HookCallback([], chief_only_hooks=["not a hook"])

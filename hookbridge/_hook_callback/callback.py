@@ -20,7 +20,7 @@ SessionRunHook = tf.compat.v1.train.SessionRunHook
 HooksArg = Sequence[SessionRunHook] | Callable[[], Iterable[SessionRunHook]]
 
 
-def _check_hooks(hooks: Any, where: str) -> list:
+def _check_hooks(hooks: Any, where: str, name: str = "hooks") -> list:
     if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
         raise TypeError(
             f"HookCallback expected a list of tf.compat.v1.train.SessionRunHook{where}, "
@@ -30,11 +30,33 @@ def _check_hooks(hooks: Any, where: str) -> list:
     for i, hook in enumerate(hooks):
         if not isinstance(hook, SessionRunHook):
             raise TypeError(
-                f"HookCallback: hooks[{i}] = {hook!r} (type {type(hook).__name__}) is not a "
+                f"HookCallback: {name}[{i}] = {hook!r} (type {type(hook).__name__}) is not a "
                 "tf.compat.v1.train.SessionRunHook. Pass SessionRunHook instances; to wrap a "
                 "Keras callback in the other direction use hookbridge.CallbackHook."
             )
     return hooks
+
+
+def _hook_factory(hooks: Any, what: str) -> tuple[Callable[[], list], list]:
+    """A zero-argument callable returning the checked hooks of ``hooks`` (a list, one hook, a
+    callable returning them, or None), and the list itself when it is one (else empty)."""
+    if hooks is None:
+        return list, []
+    if callable(hooks) and not isinstance(hooks, SessionRunHook):
+        factory = hooks
+        return (lambda: _check_hooks(factory(), f" from the {what} callable", what)), []
+    if isinstance(hooks, SessionRunHook):
+        hooks = [hooks]
+    checked = _check_hooks(hooks, "" if what == "hooks" else f" as {what}", what)
+    return (lambda: list(checked)), list(checked)
+
+
+def _is_chief(model: Any) -> bool:
+    """Whether this process is the chief of the model's distribution strategy (the one that
+    checkpoints, as ``MonitoredTrainingSession(is_chief=...)``); True without a strategy."""
+    strategy = getattr(model, "distribute_strategy", None)
+    extended = getattr(strategy, "extended", None)
+    return bool(getattr(extended, "should_checkpoint", True))
 
 
 def _worker_count(model: Any) -> int:
@@ -51,13 +73,12 @@ def _warn_multi_worker(model: Any) -> None:
     workers = _worker_count(model)
     if workers > 1:
         warnings.warn(
-            f"HookCallback runs every hook on each of the {workers} workers of this multi-worker "
-            "strategy: hooks that write files (CheckpointSaverHook, SummarySaverHook, "
-            "StepCounterHook) would write the same directory from every worker, and a stop "
-            "requested on one worker is not shared with the others. Chief-only hooks and stops "
-            "agreed across workers are not supported yet (docs/distributed.md): give the "
-            "file-writing hooks to the chief's HookCallback only, and stop every worker on the "
-            "same condition (e.g. StopAtStepHook).",
+            f"HookCallback runs its hooks on each of the {workers} workers of this multi-worker "
+            "strategy (chief_only_hooks= on the chief only): pass hooks that write files "
+            "(CheckpointSaverHook, SummarySaverHook, StepCounterHook) as chief_only_hooks, as "
+            "MonitoredTrainingSession runs them, or every worker writes the same directory. A "
+            "stop requested on one worker is not shared with the others (docs/distributed.md): "
+            "stop every worker on the same condition (e.g. StopAtStepHook).",
             stacklevel=4,
         )
 
@@ -129,6 +150,10 @@ class HookCallback(keras.callbacks.Callback):
             ``begin()`` and run as ``MonitoredSession(scaffold=...)`` runs it. Hooks built on the
             same scaffold (``CheckpointSaverHook(dir, scaffold=scaffold)``) use its saver. A
             Scaffold is finalized in one graph: pass a callable to reuse it across runs.
+        chief_only_hooks: hooks (same forms as ``hooks``) run only on the chief of a
+            multi-worker strategy (``strategy.extended.should_checkpoint``), before the others,
+            as ``MonitoredTrainingSession(chief_only_hooks=...)``: the hooks that write files.
+            Without a multi-worker strategy this process is the chief and they always run.
 
     Raises:
         TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
@@ -150,17 +175,11 @@ class HookCallback(keras.callbacks.Callback):
         session_config: Any = None,
         profile_dir: str | None = None,
         scaffold: ScaffoldArg = None,
+        chief_only_hooks: HooksArg | None = None,
     ) -> None:
         super().__init__()
-        if callable(hooks) and not isinstance(hooks, SessionRunHook):
-            factory = hooks
-            self._make_hooks = lambda: _check_hooks(factory(), " from the hooks callable")
-            self._hooks: list = []
-        else:
-            if isinstance(hooks, SessionRunHook):
-                hooks = [hooks]
-            self._hooks = _check_hooks(hooks, "")
-            self._make_hooks = lambda: self._hooks
+        self._make_hooks, self._hooks = _hook_factory(hooks, "hooks")
+        self._make_chief_hooks, _ = _hook_factory(chief_only_hooks, "chief_only_hooks")
         self._log_names = list(log_names)
         self._session_config = session_config or tf.compat.v1.ConfigProto(
             intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1
@@ -265,6 +284,14 @@ class HookCallback(keras.callbacks.Callback):
             self._after(batch, logs)
 
     # ------------------------------------------------------------------------ internals
+    def _hooks_for(self, model: Any) -> Callable[[], list]:
+        """As ``MonitoredTrainingSession``: on the chief, the chief-only hooks first, then the
+        others; on any other worker, the others only."""
+        if not _is_chief(model):
+            return self._make_hooks
+        make_chief, make = self._make_chief_hooks, self._make_hooks
+        return lambda: [*make_chief(), *make()]
+
     def _active(self, mode: str) -> bool:
         return self._run is not None and self._run.mode == mode
 
@@ -296,7 +323,9 @@ class HookCallback(keras.callbacks.Callback):
         if mode == "train":
             global_step.watch()
         try:
-            run.start(self._make_hooks, self._session_config, self._profile_dir, self._scaffold)
+            run.start(
+                self._hooks_for(model), self._session_config, self._profile_dir, self._scaffold
+            )
         except BaseException:
             global_step.unwatch()
             raise

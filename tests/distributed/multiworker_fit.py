@@ -44,20 +44,17 @@ def main(out_dir: str) -> None:
         x = rng.normal(size=(64, 4)).astype("float32")
         y = (x @ rng.normal(size=(4, 1))).astype("float32")
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
-        hook = CountingHook()
+        hook, chief_hook = CountingHook(), CountingHook()
+        bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model.fit(
-                ds,
-                steps_per_epoch=4,
-                epochs=1,
-                verbose=0,
-                callbacks=[hookbridge.HookCallback([hook])],
-            )
+            model.fit(ds, steps_per_epoch=4, epochs=1, verbose=0, callbacks=[bridge])
         result = {
             "ok": True,
             "iterations": int(model.optimizer.iterations.numpy()),
             "hook_steps": hook.steps,
+            "chief_hook_steps": chief_hook.steps,
+            "is_chief": bool(strategy.extended.should_checkpoint),
             "warned_multi_worker": any("multi-worker" in str(w.message) for w in caught),
         }
     except Exception as e:  # noqa: BLE001 - reported to the test, which decides

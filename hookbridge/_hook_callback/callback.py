@@ -40,7 +40,7 @@ def _check_hooks(hooks: Any, where: str, name: str = "hooks") -> list:
 def _hook_factory(hooks: Any, what: str) -> tuple[Callable[[], list], list]:
     """A zero-argument callable returning the checked hooks of ``hooks`` (a list, one hook, a
     callable returning them, or None), and the list itself when it is one (else empty)."""
-    if hooks is None:
+    if hooks is None and what != "hooks":  # an optional argument left out
         return list, []
     if callable(hooks) and not isinstance(hooks, SessionRunHook):
         factory = hooks

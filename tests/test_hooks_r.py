@@ -7,6 +7,7 @@ import csv
 import pytest
 import tensorflow as tf
 
+from hookbridge import _tfcompat
 from hookbridge.hooks import HistorySaverHook, ProgressBarHook
 
 
@@ -17,7 +18,10 @@ def train(hooks_fn, steps):
         # per-example losses of a batch of 8 whose values grow with the step
         per_example = tf.cast(gs + 1, tf.float32) * tf.range(1.0, 9.0)
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, per_example)
-        train_op = tf.compat.v1.assign_add(gs, 1)
+        # As Estimator orders it: the step increments after the run's reads of the global step,
+        # so a fetch of it in the same run is the stale value (unordered, TF races: DESIGN.md).
+        with tf.control_dependencies([per_example, _tfcompat.global_step_read_tensor(g)]):
+            train_op = tf.compat.v1.assign_add(gs, 1)
         hooks = hooks_fn()
         with tf.compat.v1.train.MonitoredSession(
             hooks=hooks + [tf.compat.v1.train.StopAtStepHook(last_step=steps)]

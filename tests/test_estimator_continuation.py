@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,9 +77,16 @@ def predict(est):
 
 
 def scalars(model_dir):
-    acc = EventAccumulator(str(model_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    """Every scalar of every event file, by step. Each file is read on its own, without
+    TensorBoard's purge of "orphaned" steps: the order of files written in the same second, and
+    a native summary landing a step off (TF1's global-step race), must not drop events."""
+    found: dict = {}
+    for path in sorted(Path(model_dir).glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0}, purge_orphaned_data=False)
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            found.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    return {tag: sorted(events) for tag, events in found.items()}
 
 
 def checkpoints(model_dir):
@@ -91,6 +100,9 @@ def runs(tmp_path_factory):
     native, bridged = root / "native", root / "bridged"
     estimator(bridged).train(input_fn, max_steps=8)  # the TF1 job, preempted at step 8
     shutil.copytree(bridged, native)
+    # TF1 names an event file after the second it was opened in (and the host): a writer opened
+    # for the copy within the same second as the original would truncate the copied file.
+    time.sleep(1.1)
     at_switch = predict(estimator(bridged))
     estimator(native).train(input_fn, max_steps=16)  # native: the Estimator continues
     native_final = predict(estimator(native))

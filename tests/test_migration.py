@@ -138,7 +138,13 @@ def test_the_whole_migration_in_one_model_dir(tmp_path):
     assert len(rates) == 4 and rates[2:] == [51, 71]
     assert abs(rates[0] - 11) <= 1 and abs(rates[1] - 31) <= 1, rates
     # The team's loss history, first from its hook, then from its Keras replacement.
-    assert history_steps(out) == list(range(5, 81, 5))
+    # The hook's rows: exact in the Keras stages; in the native Estimator stages its global-step
+    # fetch races the increment (as the summaries above), so a row can repeat or go missing there.
+    history = history_steps(out)
+    assert [s for s in history if s > 41] == list(range(45, 81, 5))
+    native_rows = [s for s in history if s <= 41]
+    assert 6 <= len(native_rows) <= 10 and native_rows == sorted(native_rows), history
+    assert all(s % 5 == 0 for s in native_rows), history
     state = tf.train.get_checkpoint_state(str(out / "model_dir"))
     names = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
     assert names == ["model.ckpt-60", "model.ckpt-70", "model.ckpt-80"]
@@ -170,7 +176,13 @@ def test_keras_stages_from_an_empty_model_dir(tmp_path):
     assert "stage 3: Keras starts at global step 60" in proc.stdout
     assert "replaced: the team's LossHistoryHook -> LossHistory" in proc.stdout
     assert "stage 3: Keras trained to global step 80" in proc.stdout
-    assert history_steps(out) == list(range(5, 81, 5))
+    # The hook's rows: exact in the Keras stages; in the native Estimator stages its global-step
+    # fetch races the increment (as the summaries above), so a row can repeat or go missing there.
+    history = history_steps(out)
+    assert [s for s in history if s > 41] == list(range(45, 81, 5))
+    native_rows = [s for s in history if s <= 41]
+    assert 6 <= len(native_rows) <= 10 and native_rows == sorted(native_rows), history
+    assert all(s % 5 == 0 for s in native_rows), history
     assert loss_steps(out / "model_dir")["loss"][-4:] == [61, 66, 71, 76]
     assert {p.name for p in tmp_path.iterdir()} == {"migration_demo"}
     assert {p.name for p in out.iterdir()} == {"model_dir", "epochs.csv", "loss_history.csv"}

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,63 +16,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import make_model
+from distributed.procs import free_ports, run_processes
 
 import hookbridge
 
 HERE = Path(__file__).resolve().parent / "distributed"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free on 127.0.0.1 (bound together, so no two are the same)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def run_processes(commands: list[tuple[list[str], dict]], timeout: float) -> list[dict]:
-    """Starts every command in a session of its own, waits at most ``timeout`` seconds in all,
-    kills whatever is left (and fails), and returns each process's last JSON line."""
-    procs = [
-        subprocess.Popen(
-            argv,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for argv, env in commands
-    ]
-    outputs, timed_out = [], []
-    try:
-        for proc in procs:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out.append(proc.args)
-                continue
-            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-            assert proc.returncode == 0 and lines, (
-                f"{proc.args} failed:\n{out[-2000:]}\n{err[-4000:]}"
-            )
-            outputs.append(json.loads(lines[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-    assert not timed_out, f"still running after {timeout} s (killed): {timed_out}"
-    assert all(p.poll() is not None for p in procs)
-    return outputs
 
 
 def test_mirrored_strategy_hooks_see_the_global_step_and_reduced_loss(tmp_path):

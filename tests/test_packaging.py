@@ -90,7 +90,7 @@ def test_entry_points(wheel):
 
 def test_package_data_and_modules(wheel):
     names = set(wheel.namelist())
-    results = sorted(p.name for p in (ROOT / "tests" / "conformance" / "results").glob("*.json"))
+    results = sorted(p.name for p in (ROOT / "hookbridge" / "data" / "conformance").glob("*.json"))
     assert results and {f"hookbridge/data/conformance/{n}" for n in results} <= names
     for path in (
         "hookbridge/py.typed",

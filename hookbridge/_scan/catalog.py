@@ -1,10 +1,10 @@
 """What the scan knows about TF1 and Keras names: bridge status, entry points, bridge tensors.
 
 The status of a built-in hook or callback comes from the conformance results the test suite
-wrote on each stack (``tests/conformance/results/*.json``), shipped as package data in
-``hookbridge/data/conformance/`` (a test keeps the two copies equal). Only what those results
-cannot say (hooks the suite cannot run at all, removed TF modules) is written here, with the
-reason.
+writes on each stack into the package data ``hookbridge/data/conformance/*.json``: one copy, which
+the suite compares its runs with and ``HOOKBRIDGE_UPDATE_RESULTS=1`` rewrites. Only what those
+results cannot say (hooks the suite cannot run at all, removed TF modules) is written here, with
+the reason.
 """
 
 from __future__ import annotations

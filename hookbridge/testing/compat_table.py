@@ -1,7 +1,7 @@
 """Renders docs/compatibility.md from what the conformance suite ran, and keeps it honest.
 
 ``python -m hookbridge.testing.compat_table [RESULTS_DIR] [OUTPUT]`` reads every
-``<stack>.json`` the suite wrote (default ``tests/conformance/results``) and writes the table
+``<stack>.json`` the suite wrote (default ``hookbridge/data/conformance``) and writes the table
 (default ``docs/compatibility.md``). Nothing in the table is written by hand.
 
 The conformance suite (``tests/conformance/conftest.py``) compares what it measures on a stack
@@ -138,7 +138,7 @@ def write_page(results_dir: pathlib.Path, output: pathlib.Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    results_dir = pathlib.Path(argv[0] if argv else "tests/conformance/results")
+    results_dir = pathlib.Path(argv[0] if argv else "hookbridge/data/conformance")
     output = pathlib.Path(argv[1] if len(argv) > 1 else "docs/compatibility.md")
     count = write_page(results_dir, output)
     if not count:

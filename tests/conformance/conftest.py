@@ -23,7 +23,8 @@ KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
 STACK = f"tf{'.'.join(tf.__version__.split('.')[:2])}-" + (
     "keras3" if KERAS3 else ("tf_keras" if os.environ.get("TF_USE_LEGACY_KERAS") else "keras2")
 )
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+# The one copy of the results: the package data `hookbridge scan` reads.
+RESULTS_DIR = pathlib.Path(__file__).parents[2] / "hookbridge" / "data" / "conformance"
 PAGE = pathlib.Path(__file__).parents[2] / "docs" / "compatibility.md"
 UPDATE = os.environ.get("HOOKBRIDGE_UPDATE_RESULTS") == "1"
 REGENERATE = (

@@ -82,8 +82,12 @@ class StopAgreement:
         worker's, in ``tasks`` order. Blocks until every worker has contributed."""
         flags = tf.constant([code * s for s in self._slots[self.index]], tf.float32)
         total = self._reduce(flags)
-        return [int(round(v)) for v in total.numpy().tolist()]
+        return [round(v) for v in total.numpy().tolist()]
 
     def others(self, codes: Sequence[int], code: int) -> list[str]:
         """The names of the other workers whose code is ``code``."""
-        return [name for i, (name, c) in enumerate(zip(self.tasks, codes)) if c == code and i != self.index]
+        return [
+            name
+            for i, (name, c) in enumerate(zip(self.tasks, codes))
+            if c == code and i != self.index
+        ]

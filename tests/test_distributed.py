@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,6 +130,9 @@ def test_multiworker_mirrored_strategy_on_loopback(multiworker):
         assert any(
             "each of the 2 workers" in w and "Stops are agreed" in w for w in got["warnings"]
         )
+        # evaluate runs the hooks on every worker, without an agreement, and says so.
+        assert got["evaluate_hook_steps"] == 2
+        assert any("In evaluate, stops are not agreed" in w for w in got["evaluate_warnings"])
 
 
 def _native_stop(make_hooks, nan_step: int | None = None) -> tuple[int, str | None]:
@@ -234,3 +239,54 @@ def test_chief_only_hooks_run_first_without_a_multi_worker_strategy(data):
     assert [h.name for h in bridge.hooks] == ["chief", "user"]
     with pytest.raises(TypeError, match=r"chief_only_hooks\[0\]"):
         hookbridge.HookCallback([], chief_only_hooks=["not a hook"])
+
+
+def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):
+    """examples/distributed/mirrored_fit.py, run as a user runs it: MirroredStrategy over 2
+    logical CPUs; StopAtStepHook(last_step=10) stops fit after global step 10 (mid-epoch 2, as
+    a native MonitoredSession stops at 10), LoggingTensorHook logs every 3 steps the global step
+    fetched in the run (the pre-step value, 0, 3, 6, 9), and the chief-only CheckpointSaverHook's
+    last checkpoint holds step 10 and the trained kernel (read with tf.train.load_checkpoint),
+    which restore_checkpoint loads into a fresh model without a strategy."""
+    example = HERE.parent.parent / "examples" / "distributed" / "mirrored_fit.py"
+    proc = subprocess.run(
+        [sys.executable, str(example), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    out = proc.stdout.splitlines()
+    assert "replicas in sync: 2" in out
+    assert "fit stopped at global step 10 (epochs begun: 2)" in out
+    assert "restored global step 10 into a fresh model; same weights: True" in out
+    assert _native_stop(lambda: [tf.compat.v1.train.StopAtStepHook(last_step=10)]) == (10, None)
+
+    logged = re.findall(r"hook: global step (\d+), batch loss ([\d.]+)", proc.stderr)
+    assert [int(step) for step, _ in logged] == [0, 3, 6, 9], proc.stderr[-3000:]
+    assert all(np.isfinite(float(loss)) for _, loss in logged)
+
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert reader.get_tensor("global_step") == 10
+    kernel = json.loads(next(line for line in out if line.startswith("kernel "))[len("kernel ") :])
+    np.testing.assert_allclose(reader.get_tensor("model/000/kernel").ravel(), kernel, rtol=1e-6)
+
+
+def test_single_worker_runs_build_no_stop_agreement(data):
+    """The agreement (one collective per step) exists only under a multi-worker strategy: a
+    model without a strategy, or under a one-machine MirroredStrategy, gets none, and its fit
+    stops alone as before (StopAtStepHook at 5, as natively)."""
+    from hookbridge._hook_callback.agreement import StopAgreement
+
+    x, y = data
+    plain = make_model()
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        mirrored = make_model()
+    for model in (plain, mirrored):
+        assert StopAgreement.for_model(model) is None
+        bridge = hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(last_step=5)])
+        model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[bridge])
+        assert int(model.optimizer.iterations.numpy()) == 5
+    assert _native_stop(lambda: [tf.compat.v1.train.StopAtStepHook(last_step=5)]) == (5, None)

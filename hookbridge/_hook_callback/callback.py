@@ -82,8 +82,9 @@ def _warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
         )
     else:
         stops = (
-            f"In {mode}, stops are not agreed across workers: a hook that raises on one worker "
-            "leaves the others waiting in their next collective"
+            f"In {'evaluate' if mode == 'test' else mode}, stops are not agreed across "
+            "workers: a hook that raises on one worker leaves the others waiting in their next "
+            "collective"
             if mode != "train"
             else "Stops are not agreed across workers under this strategy"
         )
@@ -135,6 +136,16 @@ class HookCallback(keras.callbacks.Callback):
     ``MonitoredSession`` does; after the Keras step has run only the hooks' part is retried
     (a warning says so).
 
+    Under ``MultiWorkerMirroredStrategy`` with more than one worker, the workers agree on stops:
+    after each training step's hooks, one small collective tells every worker whether any of
+    them wants to stop (a hook's ``request_stop()``, a coordinator stop, ``model.stop_training``
+    set by an earlier callback, a hook that raised), and every worker stops after that same
+    step, so none is left waiting in a collective. The worker whose hook raised raises that
+    exception from ``on_train_end`` (after Keras's end of epoch, which every worker must run
+    together), the others stop cleanly with a warning naming it. A hook raising in ``begin`` /
+    ``after_create_session`` on one worker makes every worker's ``fit`` raise before its first
+    step. Single-worker runs have no collective and no cost.
+
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
         * Validation inside ``fit``: training hooks do not run during ``fit``'s validation (as
@@ -143,6 +154,9 @@ class HookCallback(keras.callbacks.Callback):
         * ``steps_per_execution=k``: hooks run once per execution of k steps and the global step
           advances by k; a stop requested mid-execution takes effect at its end.
         * Optimizer slots (e.g. Adam moments) are not mirrored into checkpoints.
+        * Multi-worker: a hook raising in ``before_run`` on one worker does not cancel that
+          step (the other workers are already in its collectives): every worker runs it, then
+          stops. ``evaluate`` / ``predict`` have no agreement (a warning says so).
         * ``ProfilerHook``'s timeline covers the bridge's graph; the real Keras step is profiled
           with the TensorFlow Profiler into ``profile_dir`` (default: the ProfilerHook's
           ``output_dir``), readable in TensorBoard's Profile tab.
@@ -389,10 +403,12 @@ class HookCallback(keras.callbacks.Callback):
         """``_before`` under a multi-worker agreement: an exception is kept until the step's
         end, where every worker learns of it (the Keras step runs regardless: the other
         workers are already in its collectives)."""
+        run = self._run
         try:
             self._before(batch)
         except BaseException as error:  # noqa: BLE001 - agreed, then raised in on_train_end
             self._step_error = error
+            self._run = run  # closed, kept so that fit's validation starts no run of its own
 
     def _agreed_after(self, batch: int, logs: dict | None) -> None:
         """The step's hooks, then one collective: if any worker wants to stop, every worker
@@ -406,6 +422,7 @@ class HookCallback(keras.callbacks.Callback):
                 self._after(batch, logs)
             except BaseException as e:  # noqa: BLE001 - agreed, then raised in on_train_end
                 error = e
+                self._run = run  # closed, kept so that fit's validation starts no run of its own
         model = self.model
         code = FAILED if error is not None else STOP if model.stop_training else CONTINUE
         agreement = self._agreement

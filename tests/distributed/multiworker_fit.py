@@ -64,15 +64,21 @@ def dataset():
     return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
 
 
-def fit(model, bridge, epochs: int, steps: int) -> dict:
+def fit(model, bridge, epochs: int, steps: int, validate: bool = False) -> dict:
     """Fits, and reports how it ended (error, warnings of HookCallback, time, iterations)."""
     start = time.monotonic()
     error = None
+    validation = {"validation_data": dataset(), "validation_steps": 2} if validate else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             model.fit(
-                dataset(), steps_per_epoch=steps, epochs=epochs, verbose=0, callbacks=[bridge]
+                dataset(),
+                steps_per_epoch=steps,
+                epochs=epochs,
+                verbose=0,
+                callbacks=[bridge],
+                **validation,
             )
         except Exception as e:  # noqa: BLE001 - reported to the test, which decides
             error = f"{type(e).__name__}: {str(e)[:300]}"
@@ -91,14 +97,28 @@ def stop_scenario(strategy, index: int, name: str) -> dict:
     else:
         bridge = hookbridge.HookCallback(make_hooks if index == asking else [])
     model = build_model(strategy, NAN_STEP if name == "nan_loss" else None)
-    return fit(model, bridge, EPOCHS, STEPS_PER_EPOCH)
+    # With validation: Keras's evaluation after the stop runs on every worker (collectives), and
+    # the failing worker's error still reaches fit's caller.
+    return fit(model, bridge, EPOCHS, STEPS_PER_EPOCH, validate=name == "raise_after_run")
 
 
 def basic_scenario(strategy) -> dict:
     hook, chief_hook = CountingHook(), CountingHook()
     bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
-    got = fit(build_model(strategy), bridge, 1, 4)
+    model = build_model(strategy)
+    got = fit(model, bridge, 1, 4)
     got.update(hook_steps=hook.steps, chief_hook_steps=chief_hook.steps)
+    # evaluate: the hooks run on every worker, no agreement (a warning says so).
+    evaluated = CountingHook()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.evaluate(
+            dataset(), steps=2, verbose=0, callbacks=[hookbridge.HookCallback([evaluated])]
+        )
+    got.update(
+        evaluate_hook_steps=evaluated.steps,
+        evaluate_warnings=[str(w.message) for w in caught if "HookCallback" in str(w.message)],
+    )
     return got
 
 

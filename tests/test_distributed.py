@@ -25,7 +25,14 @@ import hookbridge
 from hookbridge import _tfcompat
 
 HERE = Path(__file__).resolve().parent / "distributed"
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+ROOT = HERE.parent.parent
+# PYTHONPATH: the scripts run from their own folder, and must import this hookbridge.
+ENV = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+}
 KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
 
 
@@ -248,7 +255,7 @@ def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):
     fetched in the run (the pre-step value, 0, 3, 6, 9), and the chief-only CheckpointSaverHook's
     last checkpoint holds step 10 and the trained kernel (read with tf.train.load_checkpoint),
     which restore_checkpoint loads into a fresh model without a strategy."""
-    example = HERE.parent.parent / "examples" / "distributed" / "mirrored_fit.py"
+    example = ROOT / "examples" / "distributed" / "mirrored_fit.py"
     proc = subprocess.run(
         [sys.executable, str(example), str(tmp_path)],
         capture_output=True,

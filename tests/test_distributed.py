@@ -274,6 +274,8 @@ def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):
     logged = re.findall(r"hook: global step (\d+), batch loss ([\d.]+)", proc.stderr)
     assert [int(step) for step, _ in logged] == [0, 3, 6, 9], proc.stderr[-3000:]
     assert all(np.isfinite(float(loss)) for _, loss in logged)
+    saved = re.findall(r"Saving checkpoints for (\d+) into", proc.stderr)
+    assert [int(step) for step in saved] == [0, 4, 8, 10]  # save_steps=4, and at the end
 
     reader = tf.train.load_checkpoint(str(tmp_path))
     assert reader.get_tensor("global_step") == 10

@@ -18,6 +18,7 @@ Run: python examples/distributed/mirrored_fit.py [CHECKPOINT_DIR]
 """
 
 import json
+import logging
 import sys
 import tempfile
 
@@ -41,8 +42,16 @@ def build_model():
     return model
 
 
+class HookLines(logging.Filter):
+    """Keeps, of TF's INFO lines, the hooks' own: the loss lines and the checkpoints saved."""
+
+    def filter(self, record):
+        return record.getMessage().startswith(("hook:", "Saving checkpoints"))
+
+
 def main(checkpoint_dir):
     v1.logging.set_verbosity(v1.logging.INFO)  # LoggingTensorHook and CheckpointSaverHook log
+    tf.get_logger().addFilter(HookLines())
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     print(f"replicas in sync: {strategy.num_replicas_in_sync}")
     with strategy.scope():

@@ -18,7 +18,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import make_model
-from distributed.multiworker_hooks import EPOCHS, NAN_STEP, SCENARIOS, STEPS_PER_EPOCH
+from distributed.multiworker_hooks import (
+    EPOCHS,
+    NAN_STEP,
+    SCENARIOS,
+    STEPS_PER_EPOCH,
+    stop_at_batch,
+)
 from distributed.procs import free_ports, run_processes
 
 import hookbridge
@@ -246,6 +252,23 @@ def test_chief_only_hooks_run_first_without_a_multi_worker_strategy(data):
     assert [h.name for h in bridge.hooks] == ["chief", "user"]
     with pytest.raises(TypeError, match=r"chief_only_hooks\[0\]"):
         hookbridge.HookCallback([], chief_only_hooks=["not a hook"])
+
+
+def test_multiworker_keras_stop_before_the_bridge_is_agreed(multiworker, data):
+    """A Keras callback listed before the HookCallback sets ``model.stop_training`` on worker 1
+    only, after its third batch: both workers end at the step a native single-worker fit with
+    that callback ends at (3), worker 0 with a warning naming worker 1."""
+    x, y = data
+    native = make_model()
+    native.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[stop_at_batch(native, 2)])
+    step = int(native.optimizer.iterations.numpy())
+    assert step == 3
+    chief, worker = (r["scenarios"]["keras_stop"] for r in multiworker)
+    assert [chief["iterations"], worker["iterations"]] == [step, step]
+    assert [chief["error"], worker["error"]] == [None, None]
+    stopped = [w for w in chief["warnings"] if "after this step" in w]
+    assert len(stopped) == 1 and "worker:1 asked to stop" in stopped[0], chief["warnings"]
+    assert not any("after this step" in w for w in worker["warnings"])
 
 
 def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):

@@ -2,7 +2,7 @@
 
 ``python multiworker_fit.py OUT_DIR [SCENARIO ...]`` with ``TF_CONFIG`` set by the caller. Runs
 each stop scenario of ``multiworker_hooks.SCENARIOS`` (default: all, in that order) as one fit of
-a fresh model, then ``basic`` (hooks on every worker, chief-only hooks on the chief), which also
+a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), then ``basic`` (hooks on every worker, chief-only hooks on the chief), which also
 shows that both workers still train together after every stop and failure before it. Prints one
 JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
 ``{"ok": false, "error": "<type>: <message>"}`` when the stack cannot fit under the strategy
@@ -22,7 +22,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import tensorflow as tf
-from multiworker_hooks import EPOCHS, NAN_STEP, SCENARIOS, STEPS_PER_EPOCH
+from multiworker_hooks import EPOCHS, NAN_STEP, SCENARIOS, STEPS_PER_EPOCH, stop_at_batch
 
 import hookbridge
 
@@ -64,7 +64,7 @@ def dataset():
     return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
 
 
-def fit(model, bridge, epochs: int, steps: int, validate: bool = False) -> dict:
+def fit(model, callbacks, epochs: int, steps: int, validate: bool = False) -> dict:
     """Fits, and reports how it ended (error, warnings of HookCallback, time, iterations)."""
     start = time.monotonic()
     error = None
@@ -77,7 +77,7 @@ def fit(model, bridge, epochs: int, steps: int, validate: bool = False) -> dict:
                 steps_per_epoch=steps,
                 epochs=epochs,
                 verbose=0,
-                callbacks=[bridge],
+                callbacks=callbacks if isinstance(callbacks, list) else [callbacks],
                 **validation,
             )
         except Exception as e:  # noqa: BLE001 - reported to the test, which decides
@@ -100,6 +100,14 @@ def stop_scenario(strategy, index: int, name: str) -> dict:
     # With validation: Keras's evaluation after the stop runs on every worker (collectives), and
     # the failing worker's error still reaches fit's caller.
     return fit(model, bridge, EPOCHS, STEPS_PER_EPOCH, validate=name == "raise_after_run")
+
+
+def keras_stop_scenario(strategy, index: int) -> dict:
+    """Worker 1 only: a Keras callback listed before the HookCallback stops it after its third
+    step; the HookCallbacks' agreement stops both."""
+    model = build_model(strategy)
+    callbacks = [stop_at_batch(model, 2)] if index == 1 else []
+    return fit(model, [*callbacks, hookbridge.HookCallback([])], EPOCHS, STEPS_PER_EPOCH)
 
 
 def basic_scenario(strategy) -> dict:
@@ -127,8 +135,13 @@ def main(out_dir: str, names: list[str]) -> None:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     index = int(strategy.cluster_resolver.task_id)
     results: dict = {}
-    for name in names or [*SCENARIOS, "basic"]:
-        got = basic_scenario(strategy) if name == "basic" else stop_scenario(strategy, index, name)
+    for name in names or [*SCENARIOS, "keras_stop", "basic"]:
+        if name == "basic":
+            got = basic_scenario(strategy)
+        elif name == "keras_stop":
+            got = keras_stop_scenario(strategy, index)
+        else:
+            got = stop_scenario(strategy, index, name)
         results[name] = got
         if got["error"] and "PerReplica" in got["error"]:  # Keras 3: keras-team/keras#20585
             print(json.dumps({"ok": False, "error": got["error"]}), flush=True)

@@ -86,6 +86,13 @@ class RaiseInBegin(v1.train.SessionRunHook):
         raise RuntimeError("RaiseInBegin: failed in begin")
 
 
+def stop_at_batch(model, batch: int):
+    """A Keras callback setting ``model.stop_training`` at the end of batch ``batch`` (0-based)."""
+    return tf.keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda b, logs: setattr(model, "stop_training", b >= batch)
+    )
+
+
 def nan_hook() -> v1.train.NanTensorHook:
     """A ``NanTensorHook`` on the loss, built in the hooks' graph (``fail_on_nan_loss=True``)."""
     return v1.train.NanTensorHook(v1.get_default_graph().get_tensor_by_name("loss:0"))

@@ -2,8 +2,9 @@
 
 ``python multiworker_fit.py OUT_DIR [SCENARIO ...]`` with ``TF_CONFIG`` set by the caller. Runs
 each stop scenario of ``multiworker_hooks.SCENARIOS`` (default: all, in that order) as one fit of
-a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), then ``basic`` (hooks on every worker, chief-only hooks on the chief), which also
-shows that both workers still train together after every stop and failure before it. Prints one
+a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), then ``basic`` (hooks on
+every worker, chief-only hooks on the chief, then an evaluate), which also shows that both
+workers still train together after every stop and failure before it. Prints one
 JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
 ``{"ok": false, "error": "<type>: <message>"}`` when the stack cannot fit under the strategy
 (Keras 3 fails upstream: keras-team/keras#20585).

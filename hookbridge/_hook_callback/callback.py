@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._hook_callback.agreement import CONTINUE, FAILED, STOP, StopAgreement
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
@@ -69,18 +70,32 @@ def _worker_count(model: Any) -> int:
     return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
 
 
-def _warn_multi_worker(model: Any) -> None:
+def _warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
     workers = _worker_count(model)
-    if workers > 1:
-        warnings.warn(
-            f"HookCallback runs its hooks on each of the {workers} workers of this multi-worker "
-            "strategy (chief_only_hooks= on the chief only): pass hooks that write files "
-            "(CheckpointSaverHook, SummarySaverHook, StepCounterHook) as chief_only_hooks, as "
-            "MonitoredTrainingSession runs them, or every worker writes the same directory. A "
-            "stop requested on one worker is not shared with the others (docs/distributed.md): "
-            "stop every worker on the same condition (e.g. StopAtStepHook).",
-            stacklevel=4,
+    if workers <= 1:
+        return
+    if agreed:
+        stops = (
+            "Stops are agreed: after each training step the workers share, in one collective, "
+            "whether any wants to stop (a hook's request_stop(), a coordinator stop, a hook "
+            "that raised), and every worker stops after that same step"
         )
+    else:
+        stops = (
+            f"In {'evaluate' if mode == 'test' else mode}, stops are not agreed across "
+            "workers: a hook that raises on one worker leaves the others waiting in their next "
+            "collective"
+            if mode != "train"
+            else "Stops are not agreed across workers under this strategy"
+        )
+    warnings.warn(
+        f"HookCallback runs its hooks on each of the {workers} workers of this multi-worker "
+        "strategy (chief_only_hooks= on the chief only): pass hooks that write files "
+        "(CheckpointSaverHook, SummarySaverHook, StepCounterHook) as chief_only_hooks, as "
+        f"MonitoredTrainingSession runs them, or every worker writes the same directory. {stops} "
+        "(docs/distributed.md).",
+        stacklevel=4,
+    )
 
 
 class HookCallback(keras.callbacks.Callback):
@@ -121,6 +136,16 @@ class HookCallback(keras.callbacks.Callback):
     ``MonitoredSession`` does; after the Keras step has run only the hooks' part is retried
     (a warning says so).
 
+    Under ``MultiWorkerMirroredStrategy`` with more than one worker, the workers agree on stops:
+    after each training step's hooks, one small collective tells every worker whether any of
+    them wants to stop (a hook's ``request_stop()``, a coordinator stop, ``model.stop_training``
+    set by an earlier callback, a hook that raised), and every worker stops after that same
+    step, so none is left waiting in a collective. The worker whose hook raised raises that
+    exception from ``on_train_end`` (after Keras's end of epoch, which every worker must run
+    together), the others stop cleanly with a warning naming it. A hook raising in ``begin`` /
+    ``after_create_session`` on one worker makes every worker's ``fit`` raise before its first
+    step. Single-worker runs have no collective and no cost.
+
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
         * Validation inside ``fit``: training hooks do not run during ``fit``'s validation (as
@@ -129,6 +154,9 @@ class HookCallback(keras.callbacks.Callback):
         * ``steps_per_execution=k``: hooks run once per execution of k steps and the global step
           advances by k; a stop requested mid-execution takes effect at its end.
         * Optimizer slots (e.g. Adam moments) are not mirrored into checkpoints.
+        * Multi-worker: a hook raising in ``before_run`` on one worker does not cancel that
+          step (the other workers are already in its collectives): every worker runs it, then
+          stops. ``evaluate`` / ``predict`` have no agreement (a warning says so).
         * ``ProfilerHook``'s timeline covers the bridge's graph; the real Keras step is profiled
           with the TensorFlow Profiler into ``profile_dir`` (default: the ProfilerHook's
           ``output_dir``), readable in TensorBoard's Profile tab.
@@ -190,6 +218,8 @@ class HookCallback(keras.callbacks.Callback):
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
         self._keras: KerasAccess | None = None
         self._warned_spe = False
+        self._agreement: StopAgreement | None = None  # a multi-worker fit's, while it runs
+        self._step_error: BaseException | None = None  # a before_run error, agreed after the step
 
     # ------------------------------------------------------------------------------ public
     @property
@@ -242,9 +272,15 @@ class HookCallback(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "train":
-            self._before(batch)
+            if self._agreement is None:
+                self._before(batch)
+            else:
+                self._agreed_before(batch)
 
     def on_train_batch_end(self, batch, logs=None):
+        if self._agreement is not None:
+            self._agreed_after(batch, logs)
+            return
         run = self._run
         if run is not None and run.mode == "train":
             self._after(batch, logs)
@@ -298,12 +334,28 @@ class HookCallback(keras.callbacks.Callback):
     def _start(self, mode: str) -> None:
         self.close()  # a run left open by an exception in a Keras step
         self._deferred = (None, None)
+        self._agreement = self._step_error = None
         model = self.model
         if model is None:
             raise RuntimeError(
                 "HookCallback has no model: pass it to model.fit/evaluate/predict(callbacks=...)."
             )
-        _warn_multi_worker(model)
+        agreement = StopAgreement.for_model(model) if mode == "train" else None
+        _warn_multi_worker(model, mode, agreement is not None)
+        try:
+            run = self._start_run(mode, model)
+        except BaseException:
+            if agreement is not None:  # tell the others, so that none starts its first step
+                agreement.agree(FAILED)
+            raise
+        if agreement is not None:
+            self._agree_start(agreement, run)
+        self._hooks = run.hooks
+        self._run = run
+        self._agreement = agreement
+
+    def _start_run(self, mode: str, model: Any) -> BridgeRun:
+        """Every hook's ``begin``, the session and every ``after_create_session``."""
         self._keras = access = KerasAccess(model)
         side = SideGraph(
             log_keys=access.log_keys(self._log_names),
@@ -329,8 +381,75 @@ class HookCallback(keras.callbacks.Callback):
         except BaseException:
             global_step.unwatch()
             raise
-        self._hooks = run.hooks
-        self._run = run
+        return run
+
+    @staticmethod
+    def _agree_start(agreement: StopAgreement, run: BridgeRun) -> None:
+        """Whether every worker's hooks started: if one worker's ``begin`` or
+        ``after_create_session`` raised, every worker's ``fit`` raises before its first step
+        (a step would wait in its collectives for the failed worker for ever)."""
+        codes = agreement.agree(CONTINUE)
+        failed = agreement.others(codes, FAILED)
+        if failed:
+            run.close()
+            raise RuntimeError(
+                f"HookCallback: the hooks of {', '.join(failed)} raised while their session was "
+                f"being created (begin / after_create_session; that worker raises the error "
+                f"itself). {agreement.name} stops too, before the first step: under "
+                "MultiWorkerMirroredStrategy every step waits for every worker."
+            )
+
+    def _agreed_before(self, batch: int) -> None:
+        """``_before`` under a multi-worker agreement: an exception is kept until the step's
+        end, where every worker learns of it (the Keras step runs regardless: the other
+        workers are already in its collectives)."""
+        run = self._run
+        try:
+            self._before(batch)
+        except BaseException as error:  # noqa: BLE001 - agreed, then raised in on_train_end
+            self._step_error = error
+            self._run = run  # closed, kept so that fit's validation starts no run of its own
+
+    def _agreed_after(self, batch: int, logs: dict | None) -> None:
+        """The step's hooks, then one collective: if any worker wants to stop, every worker
+        stops after this step. An exception from this worker's hooks is raised from
+        ``on_train_end``, after Keras's end of epoch (whose metric reads are collectives every
+        worker must join), instead of from the step."""
+        error, self._step_error = self._step_error, None
+        run = self._run
+        if error is None and run is not None and run.mode == "train":
+            try:
+                self._after(batch, logs)
+            except BaseException as e:  # noqa: BLE001 - agreed, then raised in on_train_end
+                error = e
+                self._run = run  # closed, kept so that fit's validation starts no run of its own
+        model = self.model
+        code = FAILED if error is not None else STOP if model.stop_training else CONTINUE
+        agreement = self._agreement
+        codes = agreement.agree(code)
+        if not any(codes):
+            return
+        self._keras.request_stop("train")
+        if error is not None:
+            self._deferred = ("train", error)
+        elif code == CONTINUE:
+            self._warn_stopped_by(agreement, codes)
+
+    def _warn_stopped_by(self, agreement: StopAgreement, codes: list[int]) -> None:
+        failed, asked = agreement.others(codes, FAILED), agreement.others(codes, STOP)
+        why = []
+        if failed:
+            why.append(f"a hook on {', '.join(failed)} raised (that worker raises it)")
+        if asked:
+            why.append(f"{', '.join(asked)} asked to stop")
+        run = self._run
+        step = f" (global step {run.global_step.value})" if run is not None else ""
+        warnings.warn(
+            f"HookCallback: {' and '.join(why)} after this step{step}: {agreement.name} stops "
+            "after the same step, as every worker of the MultiWorkerMirroredStrategy does, and "
+            "its hooks end normally.",
+            stacklevel=4,
+        )
 
     def _before(self, batch: int) -> None:
         run = self._run
@@ -370,6 +489,8 @@ class HookCallback(keras.callbacks.Callback):
         self._keras.request_stop(run.mode)
 
     def _finish(self, mode: str) -> None:
+        if mode == "train":
+            self._agreement = None
         deferred_mode, error = self._deferred
         if error is not None and deferred_mode == mode:
             self._deferred = (None, None)

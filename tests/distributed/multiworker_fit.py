@@ -1,9 +1,13 @@
-"""One worker of a 2-worker MultiWorkerMirroredStrategy ``fit`` on loopback.
+"""One worker of a 2-worker MultiWorkerMirroredStrategy on loopback, running several ``fit``s.
 
-``python multiworker_fit.py OUT_DIR`` with ``TF_CONFIG`` set by the caller. Trains a small Keras
-model for a few steps under the strategy and prints one JSON line: ``{"ok": true, ...}``, or
-``{"ok": false, "error": "<type>: <message>"}`` when the stack cannot run it (Keras 3 fails
-upstream: keras-team/keras#20585).
+``python multiworker_fit.py OUT_DIR [SCENARIO ...]`` with ``TF_CONFIG`` set by the caller. Runs
+each stop scenario of ``multiworker_hooks.SCENARIOS`` (default: all, in that order) as one fit of
+a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), then ``basic`` (hooks on
+every worker, chief-only hooks on the chief, then an evaluate), which also shows that both
+workers still train together after every stop and failure before it. Prints one
+JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
+``{"ok": false, "error": "<type>: <message>"}`` when the stack cannot fit under the strategy
+(Keras 3 fails upstream: keras-team/keras#20585).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -18,6 +23,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import tensorflow as tf
+from multiworker_hooks import EPOCHS, NAN_STEP, SCENARIOS, STEPS_PER_EPOCH, stop_at_batch
 
 import hookbridge
 
@@ -34,33 +40,120 @@ class CountingHook(tf.compat.v1.train.SessionRunHook):
         self.steps += 1
 
 
-def main(out_dir: str) -> None:
-    try:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-            model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(64, 4)).astype("float32")
-        y = (x @ rng.normal(size=(4, 1))).astype("float32")
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
-        hook, chief_hook = CountingHook(), CountingHook()
-        bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.fit(ds, steps_per_epoch=4, epochs=1, verbose=0, callbacks=[bridge])
-        result = {
-            "ok": True,
-            "iterations": int(model.optimizer.iterations.numpy()),
-            "hook_steps": hook.steps,
-            "chief_hook_steps": chief_hook.steps,
-            "is_chief": bool(strategy.extended.should_checkpoint),
-            "warned_multi_worker": any("multi-worker" in str(w.message) for w in caught),
-        }
-    except Exception as e:  # noqa: BLE001 - reported to the test, which decides
-        result = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+def build_model(strategy, nan_step: int | None = None):
+    """A small linear model under ``strategy``; with ``nan_step``, its loss is NaN on that step
+    (on every replica of every worker, whatever data each sees)."""
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(0.05)
+        loss = "mse"
+        if nan_step is not None:
+            iterations = optimizer.iterations
+
+            def loss(y, p):
+                bad = tf.equal(iterations, tf.cast(nan_step - 1, iterations.dtype))
+                return tf.reduce_mean(tf.square(y - p), axis=-1) + tf.where(bad, np.nan, 0.0)
+
+        model.compile(optimizer=optimizer, loss=loss)
+    return model
+
+
+def dataset():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = (x @ rng.normal(size=(4, 1))).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16)
+
+
+def fit(model, callbacks, epochs: int, steps: int, validate: bool = False) -> dict:
+    """Fits, and reports how it ended (error, warnings of HookCallback, time, iterations)."""
+    start = time.monotonic()
+    error = None
+    validation = {"validation_data": dataset(), "validation_steps": 2} if validate else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.fit(
+                dataset(),
+                steps_per_epoch=steps,
+                epochs=epochs,
+                verbose=0,
+                callbacks=callbacks if isinstance(callbacks, list) else [callbacks],
+                **validation,
+            )
+        except Exception as e:  # noqa: BLE001 - reported to the test, which decides
+            error = f"{type(e).__name__}: {str(e)[:300]}"
+    return {
+        "iterations": int(model.optimizer.iterations.numpy()),
+        "error": error,
+        "warnings": [str(w.message) for w in caught if "HookCallback" in str(w.message)],
+        "seconds": round(time.monotonic() - start, 2),
+    }
+
+
+def stop_scenario(strategy, index: int, name: str) -> dict:
+    asking, make_hooks, chief_only = SCENARIOS[name]
+    if chief_only:  # the asking worker is the chief
+        bridge = hookbridge.HookCallback([], chief_only_hooks=make_hooks)
+    else:
+        bridge = hookbridge.HookCallback(make_hooks if index == asking else [])
+    model = build_model(strategy, NAN_STEP if name == "nan_loss" else None)
+    # With validation: Keras's evaluation after the stop runs on every worker (collectives), and
+    # the failing worker's error still reaches fit's caller.
+    return fit(model, bridge, EPOCHS, STEPS_PER_EPOCH, validate=name == "raise_after_run")
+
+
+def keras_stop_scenario(strategy, index: int) -> dict:
+    """Worker 1 only: a Keras callback listed before the HookCallback stops it after its third
+    step; the HookCallbacks' agreement stops both."""
+    model = build_model(strategy)
+    callbacks = [stop_at_batch(model, 2)] if index == 1 else []
+    return fit(model, [*callbacks, hookbridge.HookCallback([])], EPOCHS, STEPS_PER_EPOCH)
+
+
+def basic_scenario(strategy) -> dict:
+    hook, chief_hook = CountingHook(), CountingHook()
+    bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
+    model = build_model(strategy)
+    got = fit(model, bridge, 1, 4)
+    got.update(hook_steps=hook.steps, chief_hook_steps=chief_hook.steps)
+    # evaluate: the hooks run on every worker, no agreement (a warning says so).
+    evaluated = CountingHook()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.evaluate(
+            dataset(), steps=2, verbose=0, callbacks=[hookbridge.HookCallback([evaluated])]
+        )
+    got.update(
+        evaluate_hook_steps=evaluated.steps,
+        evaluate_warnings=[str(w.message) for w in caught if "HookCallback" in str(w.message)],
+    )
+    return got
+
+
+def main(out_dir: str, names: list[str]) -> None:
+    del out_dir  # nothing written: every scenario reports through stdout
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    index = int(strategy.cluster_resolver.task_id)
+    results: dict = {}
+    for name in names or [*SCENARIOS, "keras_stop", "basic"]:
+        if name == "basic":
+            got = basic_scenario(strategy)
+        elif name == "keras_stop":
+            got = keras_stop_scenario(strategy, index)
+        else:
+            got = stop_scenario(strategy, index, name)
+        results[name] = got
+        if got["error"] and "PerReplica" in got["error"]:  # Keras 3: keras-team/keras#20585
+            print(json.dumps({"ok": False, "error": got["error"]}), flush=True)
+            return
+    result = {
+        "ok": True,
+        "is_chief": bool(strategy.extended.should_checkpoint),
+        "scenarios": results,
+    }
     print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

@@ -1,0 +1,175 @@
+"""What agreeing on stops costs per step under MultiWorkerMirroredStrategy (run by hand).
+
+Starts 2 MultiWorkerMirroredStrategy workers on loopback (this script, ports picked free) and,
+in each, fits the same small model in interleaved rounds with three callback sets:
+
+* ``noop``: a Keras callback whose batch methods do nothing (the reference);
+* ``bridge_unagreed``: ``HookCallback`` with one idle hook, the agreement switched off (what
+  HookCallback cost before stops were agreed; it cannot stop safely);
+* ``bridge``: the same ``HookCallback`` with its stop agreement (one collective per step).
+
+Per-step time is the slope inside each fit: from the end of a warm-up step to the end of the
+last, by a timing callback placed after the others (so their work is inside). Prints, from the
+chief, the median ms/step of each case over the rounds and the differences.
+
+    TF_CPP_MIN_LOG_LEVEL=3 TF_USE_LEGACY_KERAS=1 python benchmarks/multiworker_stop.py \\
+        [--steps 200] [--rounds 5]
+
+Needs a Keras that fits under MultiWorkerMirroredStrategy (tf_keras or Keras 2; Keras 3 fails
+upstream, keras-team/keras#20585).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def launch(args: argparse.Namespace) -> None:
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            ),
+        }
+        argv = [
+            sys.executable,
+            __file__,
+            "--worker",
+            f"--steps={args.steps}",
+            f"--rounds={args.rounds}",
+        ]
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+    try:
+        outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    lines = [ln for ln in outs[0].splitlines() if ln.startswith("{")]
+    if not lines:
+        raise SystemExit(f"the chief printed no result:\n{outs[0][-2000:]}")
+    result = json.loads(lines[-1])
+    print(json.dumps(result, indent=1))
+    med = result["median_ms_per_step"]
+    print(
+        f"\nms/step (median of {args.rounds} rounds, {args.steps} steps each): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in med.items())
+    )
+    print(
+        f"agreement: +{med['bridge'] - med['bridge_unagreed']:.3f} ms/step over the bridge without it"
+    )
+    print(
+        f"bridge with agreement: +{med['bridge'] - med['noop']:.3f} ms/step over a no-op callback"
+    )
+
+
+def worker(args: argparse.Namespace) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    import hookbridge
+    from hookbridge._hook_callback import callback as callback_module
+
+    keras = tf.keras
+
+    class Noop(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            pass
+
+        def on_train_batch_end(self, batch, logs=None):
+            pass
+
+    class Idle(tf.compat.v1.train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            pass
+
+    class Timer(keras.callbacks.Callback):
+        def __init__(self, warmup: int) -> None:
+            super().__init__()
+            self.warmup, self.start, self.end, self.count = warmup, 0.0, 0.0, 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.count += 1
+            if self.count == self.warmup:
+                self.start = time.perf_counter()
+            self.end = time.perf_counter()
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential(
+            [keras.Input((32,)), keras.layers.Dense(64, "relu"), keras.layers.Dense(1)]
+        )
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1024, 32)).astype("float32")
+    y = rng.normal(size=(1024, 1)).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+
+    real_for_model = vars(callback_module.StopAgreement)["for_model"]  # the classmethod
+
+    def fit(case: str) -> float:
+        callback_module.StopAgreement.for_model = (
+            staticmethod(lambda model: None) if case == "bridge_unagreed" else real_for_model
+        )
+        first = Noop() if case == "noop" else hookbridge.HookCallback([Idle()])
+        timer = Timer(warmup=5)
+        model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[first, timer])
+        return (timer.end - timer.start) / (timer.count - timer.warmup) * 1e3
+
+    cases = ["noop", "bridge_unagreed", "bridge"]
+    for case in cases:  # warm up: traces every function once
+        fit(case)
+    times: dict[str, list[float]] = {c: [] for c in cases}
+    for r in range(args.rounds):
+        for case in cases[r % 3 :] + cases[: r % 3]:  # rotated, the same order on both workers
+            times[case].append(fit(case))
+    print(
+        json.dumps(
+            {
+                "ms_per_step": times,
+                "median_ms_per_step": {c: statistics.median(v) for c, v in times.items()},
+            }
+        ),
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    (worker if args.worker else launch)(args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    main()

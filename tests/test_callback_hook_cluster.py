@@ -405,3 +405,53 @@ def test_bad_cluster_arguments_name_what_was_received():
         )
         with pytest.raises(ValueError, match="numbers epochs from the global step.*has none"):
             hook.begin()
+
+
+def test_a_worker_joining_after_the_chief_stopped_keeps_the_stop(server):
+    """The chief's stop is kept for a worker that starts later (it initializes the shared
+    variable only if uninitialized): it stops after its first run; the chief's next training on
+    the same servers resets it (a new training starts unstopped)."""
+    scope = f"s{next(_SCOPES)}"
+    recs = [Recorder(), Recorder()]
+    with contextlib.ExitStack() as stack:
+        g, t = worker_graph(scope)
+        hook = hookbridge.CallbackHook(
+            [recs[0], StopAtEpochEnd(0)], logs={"loss": t["loss"]}, steps_per_epoch=2, is_chief=True
+        )
+        chief = Worker(stack, g, t, [hook], master=server.target)
+        interleave([chief], lambda i, r: 1.0)
+        g, t = worker_graph(scope)
+        hook = hookbridge.CallbackHook(
+            [recs[1]], logs={"loss": t["loss"]}, steps_per_epoch=2, is_chief=False
+        )
+        late = Worker(stack, g, t, [hook], is_chief=False, master=server.target)
+        interleave([late], lambda i, r: 1.0)
+        g, t = worker_graph(scope)
+        again = Recorder()
+        hook = hookbridge.CallbackHook(
+            [again], logs={"loss": t["loss"]}, steps_per_epoch=2, epochs=3, is_chief=True
+        )
+        chief_again = Worker(stack, g, t, [hook], master=server.target)
+        interleave([chief_again], lambda i, r: 1.0)
+    assert len(chief.runs) == 2 and len(late.runs) == 1
+    assert [e[0] for e in recs[1].epochs()] == [1]  # joined at step 2: epoch 1, then stopped
+    # a chief without a checkpoint initializes the variables again (the step restarts at 0),
+    # and the stop is reset: it trains its 3 epochs
+    assert len(chief_again.runs) == 6
+    assert [e[0] for e in again.epochs()] == [0, 1, 2]
+
+
+def test_a_worker_joining_after_the_last_epoch_trains_no_step():
+    rec = Recorder()
+    g, t = worker_graph(f"s{next(_SCOPES)}")
+    with g.as_default():
+        start = t["gs"].assign(6)
+    scaffold = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: sess.run(start))
+    with contextlib.ExitStack() as stack:
+        hook = hookbridge.CallbackHook(
+            [rec], logs={"loss": t["loss"]}, steps_per_epoch=3, epochs=2, is_chief=False
+        )
+        w = Worker(stack, g, t, [hook], scaffold=scaffold)
+        assert w.sess.should_stop()
+        w.close()
+    assert rec.events == [("train_begin",), ("train_end", {})]

@@ -455,3 +455,47 @@ def test_a_worker_joining_after_the_last_epoch_trains_no_step():
         assert w.sess.should_stop()
         w.close()
     assert rec.events == [("train_begin",), ("train_end", {})]
+
+
+def test_estimator_with_is_chief_from_run_config(tmp_path):
+    """Estimator.train: is_chief=run_config.is_chief (True without a cluster) gives the events
+    and logs of the single-machine hook, over two train() calls continuing the global step."""
+    tfe = pytest.importorskip(
+        "tensorflow_estimator", reason="Estimator: tensorflow-estimator exists on TF 2.15 only"
+    )
+    del tfe
+
+    def model_fn(features, labels, mode):
+        w = tf.compat.v1.get_variable("w", [1, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels), name="loss")
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()
+        )
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def input_fn():
+        x = tf.constant([[1.0], [2.0], [3.0], [4.0]])
+        return tf.data.Dataset.from_tensor_slices((x, 2 * x)).repeat().batch(2)
+
+    recs = {}
+    for kind in ("plain", "cluster"):
+        config = tf.estimator.RunConfig(tf_random_seed=0)
+        est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / kind), config=config)
+        rec = recs[kind] = Recorder()
+        is_chief = est.config.is_chief if kind == "cluster" else None
+        for steps in (4, 5):
+            hook = hookbridge.CallbackHook(
+                [rec], logs={"loss": "loss"}, steps_per_epoch=3, batch_size=2, is_chief=is_chief
+            )
+            est.train(input_fn, steps=steps, hooks=[hook])
+
+    def without_batch_index(events):
+        return [(e[0], *e[2:]) if e[0] == "batch_end" else e for e in events]
+
+    plain, cluster = recs["plain"].events, recs["cluster"].events
+    assert without_batch_index(cluster) == without_batch_index(plain)
+    assert [e[0] for e in recs["cluster"].epochs()] == [0, 1, 1, 2]  # 4 steps, then 5 more
+    # the batch index counts this worker's runs: the continuation (at step 4, mid-epoch 1)
+    # starts at batch 0 in a cluster, at 1 (4 % 3) on a single machine
+    first = [i for i, e in enumerate(plain) if e[0] == "train_begin"][1] + 2
+    assert (plain[first][:2], cluster[first][:2]) == (("batch_end", 1), ("batch_end", 0))

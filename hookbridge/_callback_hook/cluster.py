@@ -194,8 +194,9 @@ class SharedRun:
         The chief's first session resets it to ``False`` (a training on servers that ran one
         before starts unstopped); otherwise it is initialized only if uninitialized, so a worker
         that joins (or a recovered session) keeps a stop the chief decided. The check and the
-        initialization are two runs: two workers racing there both write ``False``, which is
-        the same value (a stop is only ever set after every worker has started).
+        initialization are two runs: two workers racing there both write ``False`` (the same
+        value); only a stop the chief sets between another worker's check and its write, in
+        that worker's session creation, would be overwritten.
         """
         if first and self.is_chief:
             session.run(self._reset)

@@ -147,7 +147,7 @@ def test_epochs_follow_the_shared_global_step(cluster):
         rec = got["rec"]
         epochs = _epochs(rec)
         assert epochs == sorted(set(epochs)), epochs  # on_epoch_end in order
-        assert epochs[-1] == n_epochs - 1  # both see the last epoch end themselves
+        assert epochs[-1] <= n_epochs - 1 and rec["epochs"][-1][3] >= n_epochs * spe
         for epoch, batches, logs, step_at_end in rec["epochs"]:
             assert step_at_end >= (epoch + 1) * spe  # closed once the shared step passed it
             per_epoch[epoch] = per_epoch.get(epoch, 0) + batches
@@ -156,6 +156,8 @@ def test_epochs_follow_the_shared_global_step(cluster):
             assert step_at_begin >= epoch * spe  # opened with the number the step says
         assert sum(e[1] for e in rec["epochs"]) == len(got["runs"])
         assert rec["train_end"] == rec["epochs"][-1][2]
+    # every epoch was closed by some worker (a worker may skip a number if it lagged an epoch)
+    assert sorted(per_epoch) == list(range(n_epochs))
     assert sum(per_epoch.values()) == final
     # each worker stops at its first run that sees the last step: at most one run per worker
     # past epochs * steps_per_epoch (the step is read in the run that increments it)
@@ -211,8 +213,9 @@ def test_the_chief_stop_ends_like_the_native_tf1_shared_variable(cluster):
 def test_a_stop_on_a_non_chief_stops_that_worker_only(cluster):
     chief, other, _ = cluster
     spe = chief["spe"]
-    assert _epochs(other["own"]["rec"]) == [0, 1]  # stopped itself after its epoch 1
-    assert _epochs(chief["own"]["rec"]) == [0, 1, 2, 3]  # epochs=4: the chief trained on
+    other_epochs, chief_epochs = _epochs(other["own"]["rec"]), _epochs(chief["own"]["rec"])
+    assert len(other_epochs) == 2 and other_epochs[-1] < 3  # stopped itself after its epoch 1
+    assert chief_epochs[-1] == 3  # epochs=4: the chief trained on to the end
     assert chief["own"]["final_step"] >= 4 * spe
     assert chief["own"]["end"] > other["own"]["end"]
 

@@ -29,7 +29,7 @@ import hookbridge
 
 keras = tf.keras
 KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
-SLEEP = 0.03  # seconds per run: both workers' runs interleave
+SLEEP = 0.05  # seconds per run: both workers' runs interleave, through the chief's epoch ends
 
 
 class Recorder(keras.callbacks.Callback):
@@ -76,12 +76,14 @@ class Recorder(keras.callbacks.Callback):
 
 
 class StopAtEpochEnd(keras.callbacks.Callback):
+    """Stops at the end of epoch ``epoch`` (or of a later one: a worker may skip numbers)."""
+
     def __init__(self, epoch):
         super().__init__()
         self.epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
+        if epoch >= self.epoch:
             self.model.stop_training = True
 
 

@@ -1,0 +1,256 @@
+"""CallbackHook under preemption in a between-graph TF1 cluster (1 ps + 2 workers on loopback).
+
+One scenario, real processes and real servers (``tests/distributed/ps_preempt.py``), driven by the
+harness in ``tests/distributed/preempt_harness.py`` and read back by the tests below:
+
+1. the ps, the chief (worker 0) and worker 1 start; worker 1 trains until it has closed an epoch
+   past shared step 30, then is killed with SIGKILL and started again (same task index, same
+   port), while the chief trains on;
+2. once the restarted worker 1 has closed an epoch and the chief has written checkpoints, the ps is
+   killed with SIGKILL and a standby ps serves on the same port at once: both workers' sessions
+   fail, and MonitoredTrainingSession recreates them (the chief restores its latest checkpoint,
+   worker 1 waits until the model is ready again);
+3. both workers train to ``last_step`` (StopAtStepHook) and end normally.
+
+Each worker also runs hand-written native ``SessionRunHook``s recording what MonitoredSession itself
+calls, beside the CallbackHook's recording Keras callback: the native view and the bridged one of
+the same processes. The chief's CSVLogger / TensorBoard files and MonitoredTrainingSession's
+checkpoints are read back with the real readers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from distributed.preempt_harness import Cluster
+from distributed.procs import free_ports
+
+SPE = 10  # steps per epoch
+LAST_STEP = 240
+DEADLINE_S = 240.0  # the whole scenario, including SessionManager's 30 s readiness wait
+
+
+def events(records: list[dict], name: str) -> list[dict]:
+    return [r for r in records if r["ev"] == name]
+
+
+def run_steps(records: list[dict]) -> list[int]:
+    return [r["step"] for r in events(records, "run")]
+
+
+def checkpoint_step(out: Path) -> int:
+    state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
+    if state is None or not state.model_checkpoint_path:
+        return -1
+    return int(state.model_checkpoint_path.rsplit("-", 1)[1])
+
+
+def recovered(records: list[dict]) -> bool:
+    """A second session was created, and a run made in it."""
+    created = [i for i, r in enumerate(records) if r["ev"] == "before:after_create_session"]
+    return len(created) >= 2 and any(r["ev"] == "run" for r in records[created[1] :])
+
+
+@dataclass
+class Scenario:
+    out: Path
+    records: dict[str, list[dict]]
+    killed: dict[str, float]
+    chief_step_at_worker_kill: int
+    chief_steps_before_ps_kill: list[int]
+    checkpoint_at_ps_kill: int
+    leftovers: list[int] | None
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> Scenario:
+    out = tmp_path_factory.mktemp("preempt")
+    ps_port, *worker_ports = free_ports(3)
+    config = {
+        "ps_port": ps_port,
+        "worker_ports": worker_ports,
+        "steps_per_epoch": SPE,
+        "last_step": LAST_STEP,
+        "save_checkpoint_steps": 20,
+        "pace": 0.02,
+        "chief_record": "w0.jsonl",
+    }
+    c = Cluster(out, config, DEADLINE_S)
+    try:
+        rec = c.records
+        c.gate("w0", 40)  # the chief waits for worker 1 at step 40
+        c.start("ps1", "ps")
+        c.start("ps2", "ps", "--start-when", str(out / "ps2.go"))  # the standby ps
+        c.start("w0", "worker", "0", "w0")
+        c.start("w1a", "worker", "1", "w1a")
+
+        # 1. Worker 1 killed and started again; the chief trains on meanwhile.
+        c.wait(
+            "worker 1 to close an epoch past shared step 30",
+            lambda: (
+                bool(events(rec("w1a"), "on_epoch_end"))
+                and max(run_steps(rec("w1a")), default=-1) >= 30
+            ),
+        )
+        c.kill("w1a")
+        chief_step_at_worker_kill = max(run_steps(rec("w0")))
+        c.gate("w0", chief_step_at_worker_kill + 40)
+        c.start("w1b", "worker", "1", "w1b")
+        c.wait(
+            "the restarted worker 1 to close an epoch and the chief to checkpoint past step 40",
+            lambda: bool(events(rec("w1b"), "on_epoch_end")) and checkpoint_step(out) >= 40,
+        )
+
+        # 2. The ps killed while both workers train; the standby ps serves on its port at once.
+        runs_so_far = len(run_steps(rec("w0")))
+        c.gate("w0", None)
+        c.wait("the chief to run again", lambda: len(run_steps(rec("w0"))) > runs_so_far + 2)
+        chief_steps_before_ps_kill = run_steps(rec("w0"))
+        c.kill("ps1")
+        (out / "ps2.go").touch()
+        checkpoint_at_ps_kill = checkpoint_step(out)
+        c.wait("the chief's session to be recreated", lambda: recovered(rec("w0")))
+        restored = events(rec("w0"), "before:after_create_session")[1]["step"]
+        c.gate("w0", restored + 20)  # the chief waits for worker 1 to recover
+        c.wait("worker 1's session to be recreated", lambda: recovered(rec("w1b")))
+        c.gate("w0", None)
+
+        # 3. Both train to the last step and end.
+        c.finish("w0", "w1b")
+        records = {name: rec(name) for name in ("w0", "w1a", "w1b")}
+    finally:
+        c.close()
+    return Scenario(
+        out=out,
+        records=records,
+        killed=dict(c.killed),
+        chief_step_at_worker_kill=chief_step_at_worker_kill,
+        chief_steps_before_ps_kill=chief_steps_before_ps_kill,
+        checkpoint_at_ps_kill=checkpoint_at_ps_kill,
+        leftovers=c.leftovers,
+    )
+
+
+def test_no_process_left_behind(scenario):
+    assert scenario.leftovers == []
+
+
+def test_killed_worker_restarts_at_the_shared_step(scenario):
+    """(a) A worker killed with SIGKILL and started again (same task, same port) joins at the shared
+    global step, as native TF1 does, and its CallbackHook numbers epochs from that step (epoch =
+    step // steps_per_epoch, its first batch index the step's place in that epoch), not from 0;
+    the chief trains on meanwhile, in its one session."""
+    killed, restarted, chief = (scenario.records[n] for n in ("w1a", "w1b", "w0"))
+    # The killed process: its record ends at its death (no on_train_end, no end()).
+    assert len(events(killed, "on_train_begin")) == 1
+    assert not events(killed, "on_train_end") and not events(killed, "process_end")
+    killed_epochs = [r["epoch"] for r in events(killed, "on_epoch_begin")]
+    assert killed_epochs[-1] not in [r["epoch"] for r in events(killed, "on_epoch_end")]
+
+    # Native: the new process's session starts at the shared step (the chief kept it).
+    (before,) = events(restarted, "before:after_create_session")[:1]
+    (after,) = events(restarted, "after:after_create_session")[:1]
+    assert before["step"] > max(run_steps(killed)) >= 30
+    # Bridged: on_train_begin once, then epochs numbered from that step.
+    assert len(events(restarted, "on_train_begin")) == 1
+    first_epoch = events(restarted, "on_epoch_begin")[0]["epoch"]
+    assert before["step"] // SPE <= first_epoch <= after["step"] // SPE
+    assert first_epoch >= killed_epochs[-1] > 0
+    if before["step"] == after["step"]:  # nobody ran in between: the batch index is exact
+        first_batch = events(restarted, "on_train_batch_end")[0]["batch"]
+        assert first_batch == before["step"] % SPE
+
+    # The chief trained on between the kill and the restarted worker's first run, in one session.
+    kill_time = scenario.killed["w1a"]
+    first_run = events(restarted, "run")[0]["t"]
+    alone = [r for r in events(chief, "run") if kill_time < r["t"] < first_run]
+    assert alone, "the chief made no run while worker 1 was down"
+    assert alone[-1]["step"] > scenario.chief_step_at_worker_kill
+    sessions = [r["t"] for r in events(chief, "before:after_create_session")]
+    assert sessions[0] < kill_time and sessions[1] > first_run  # the 2nd is the ps restart
+
+
+def _epochs_never_restart(records: list[dict]) -> None:
+    begun = [r["epoch"] for r in events(records, "on_epoch_begin")]
+    closed = [r["epoch"] for r in events(records, "on_epoch_end")]
+    assert begun == sorted(set(begun)), f"an epoch begun twice or out of order: {begun}"
+    assert closed == sorted(set(closed)), f"an epoch closed twice or out of order: {closed}"
+    assert set(closed) <= set(begun)
+
+
+def test_ps_restart_recovers_sessions_without_restarting_training(scenario):
+    """(b) The ps killed and restarted on its port: each worker's session fails and
+    MonitoredSession recreates it. Native TF1 calls every hook's ``after_create_session`` again
+    (``begin`` not); CallbackHook calls ``on_train_begin`` once, never opens an epoch again nor
+    numbers one back, and training ends normally. The shared step goes back to the checkpoint the
+    chief restored (the ps lost the variables; worker 1 waits until the chief restored them)."""
+    for name in ("w0", "w1b"):
+        records = scenario.records[name]
+        # Native view: one begin, a second after_create_session (the recovery), TF's message.
+        assert len(events(records, "before:begin")) == 1, name
+        assert len(events(records, "before:after_create_session")) == 2, name
+        assert events(records, "tf_recovery_log"), name
+        # Bridged view: training began once, ended once, epochs went on.
+        assert len(events(records, "on_train_begin")) == 1, name
+        assert len(events(records, "on_train_end")) == 1, name
+        _epochs_never_restart(records)
+        # Normal end at the last step (StopAtStepHook), after end() on every hook.
+        assert events(records, "before:end")[0]["step"] >= LAST_STEP, name
+        assert records[-1]["ev"] == "process_end", name
+
+    chief = scenario.records["w0"]
+    created = events(chief, "before:after_create_session")
+    restored = created[1]
+    # What the shared step does: back to the checkpoint the chief restored (the latest written).
+    assert restored["checkpoint"] is not None
+    assert restored["step"] == int(restored["checkpoint"].rsplit("-", 1)[1])
+    assert restored["step"] >= scenario.checkpoint_at_ps_kill >= 40
+    assert restored["step"] < max(scenario.chief_steps_before_ps_kill)
+    # Worker 1's new session starts where the chief's restored model is, never at 0.
+    worker_restored = events(scenario.records["w1b"], "before:after_create_session")[1]["step"]
+    assert worker_restored >= restored["step"]
+
+
+def test_chief_files_are_intact(scenario):
+    """(c) What the chief wrote survives both preemptions: every checkpoint listed in ``checkpoint``
+    loads and their global steps increase; the CSV has its header once, increasing epochs, no torn
+    line, and the rows the chief's callbacks saw; TensorBoard's epoch scalars equal the CSV's."""
+    out = scenario.out
+    state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
+    steps = []
+    for path in state.all_model_checkpoint_paths:
+        reader = tf.train.load_checkpoint(path)
+        step = int(reader.get_tensor("global_step"))
+        assert step == int(path.rsplit("-", 1)[1])
+        assert reader.get_tensor("w").shape == (4, 1)
+        steps.append(step)
+    assert steps == sorted(set(steps)) and len(steps) >= 2, steps
+    # The final save at the end of training (worker 1 may still increment the step after it).
+    assert LAST_STEP <= steps[-1] <= events(scenario.records["w0"], "before:end")[0]["step"]
+    assert state.model_checkpoint_path == state.all_model_checkpoint_paths[-1]
+
+    text = (out / "chief.csv").read_text()
+    assert text.endswith("\n")
+    lines = text.splitlines()
+    assert lines[0] == "epoch,loss" and lines.count(lines[0]) == 1, lines[:3]
+    rows = list(csv.reader(io.StringIO(text)))[1:]
+    assert all(len(row) == 2 for row in rows)
+    csv_rows = [(int(e), float(v)) for e, v in rows]
+    epochs = [e for e, _ in csv_rows]
+    assert epochs == sorted(set(epochs))
+    seen = [(r["epoch"], r["logs"]["loss"]) for r in events(scenario.records["w0"], "on_epoch_end")]
+    assert csv_rows == seen
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(out / "tb" / "train"), size_guidance={"tensors": 0})
+    acc.Reload()
+    scalars = [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors("epoch_loss")]
+    assert [s for s, _ in scalars] == epochs
+    for (_, tb), (_, value) in zip(scalars, csv_rows):
+        assert tb == pytest.approx(value, rel=1e-6)

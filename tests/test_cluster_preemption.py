@@ -21,6 +21,7 @@ checkpoints are read back with the real readers.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,11 @@ import tensorflow as tf
 from distributed.preempt_harness import Cluster
 from distributed.procs import free_ports
 
+import hookbridge
+
 SPE = 10  # steps per epoch
 LAST_STEP = 240
+CLUSTER_MODE = "is_chief" in inspect.signature(hookbridge.CallbackHook).parameters
 DEADLINE_S = 240.0  # the whole scenario, including SessionManager's 30 s readiness wait
 
 
@@ -79,6 +83,7 @@ def scenario(tmp_path_factory) -> Scenario:
         "save_checkpoint_steps": 20,
         "pace": 0.02,
         "chief_record": "w0.jsonl",
+        "cluster_mode": CLUSTER_MODE,
     }
     c = Cluster(out, config, DEADLINE_S)
     try:

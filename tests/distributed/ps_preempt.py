@@ -173,15 +173,26 @@ def wait_at_gate(gate: Path, step: int) -> None:
         time.sleep(0.02)
 
 
-def build_callbacks(config: dict, record: Record, is_chief: bool) -> list:
-    callbacks = [CallbackRecord(record)]
-    if is_chief:
-        out = Path(config["out"])
-        callbacks += [
-            keras.callbacks.CSVLogger(str(out / "chief.csv")),
-            keras.callbacks.TensorBoard(str(out / "tb")),
-        ]
-    return callbacks
+def build_callback_hook(config: dict, record: Record, is_chief: bool, loss, x):
+    """Every worker gets the same callbacks: a recorder, a CSVLogger and a TensorBoard callback,
+    whose files are the chief's (the file writers run on the chief only)."""
+    out = Path(config["out"])
+    callbacks = [
+        CallbackRecord(record),
+        keras.callbacks.CSVLogger(str(out / "chief.csv")),
+        keras.callbacks.TensorBoard(str(out / "tb")),
+    ]
+    cluster = {"is_chief": is_chief} if config["cluster_mode"] else {}
+    if not config["cluster_mode"] and not is_chief:
+        callbacks = callbacks[:1]
+    return hookbridge.CallbackHook(
+        callbacks,
+        logs={"loss": loss},
+        steps_per_epoch=config["steps_per_epoch"],
+        batch_size=x,
+        verbose=0,
+        **cluster,
+    )
 
 
 def run_worker(config: dict, index: int, name: str) -> None:
@@ -194,7 +205,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
     spec = cluster_spec(config)
     server = tf.distribute.Server(spec, job_name="worker", task_index=index, start=True)
     checkpoint_dir = str(out / "checkpoints") if is_chief else None
-    spe, last_step = config["steps_per_epoch"], config["last_step"]
+    last_step = config["last_step"]
     rng = np.random.default_rng(index)
     true_w = np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
 
@@ -213,13 +224,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
             )
         hooks = [
             NativeRecorder(record, "before", checkpoint_dir),
-            hookbridge.CallbackHook(
-                build_callbacks(config, record, is_chief),
-                logs={"loss": loss},
-                steps_per_epoch=spe,
-                batch_size=x,
-                verbose=0,
-            ),
+            build_callback_hook(config, record, is_chief, loss, x),
             NativeRecorder(record, "after", checkpoint_dir),
             tf.compat.v1.train.StopAtStepHook(last_step=last_step),
         ]

@@ -111,7 +111,13 @@ def scenario(tmp_path_factory) -> Scenario:
             lambda: bool(events(rec("w1b"), "on_epoch_end")) and checkpoint_step(out) >= 40,
         )
 
-        # 2. The ps killed while both workers train; the standby ps serves on its port at once.
+        # 2. The ps killed while the chief trains, worker 1 between two runs; the standby ps
+        # serves on the port at once. The chief's run fails, its session is recreated and
+        # restored from its checkpoint; then worker 1's next run fails on the new ps, and its
+        # session is recreated (the model is ready: no SessionManager wait).
+        held = len(events(rec("w1b"), "held"))
+        c.gate("w1b", 0)
+        c.wait("worker 1 to hold", lambda: len(events(rec("w1b"), "held")) > held)
         runs_so_far = len(run_steps(rec("w0")))
         c.gate("w0", None)
         c.wait("the chief to run again", lambda: len(run_steps(rec("w0"))) > runs_so_far + 2)
@@ -122,6 +128,7 @@ def scenario(tmp_path_factory) -> Scenario:
         c.wait("the chief's session to be recreated", lambda: recovered(rec("w0")))
         restored = events(rec("w0"), "before:after_create_session")[1]["step"]
         c.gate("w0", restored + 20)  # the chief waits for worker 1 to recover
+        c.gate("w1b", None)
         c.wait("worker 1's session to be recreated", lambda: recovered(rec("w1b")))
         c.gate("w0", None)
 

@@ -1,9 +1,9 @@
 """One process of a between-graph TF1 cluster (1 ps + 2 workers) on loopback, for the preemption
 tests (tests/test_cluster_preemption.py).
 
-``python ps_preempt.py CONFIG.json ps``: the parameter server (``server.join()``, never returns: the
-harness kills it). With ``--start-when PATH`` it imports TensorFlow, then waits for ``PATH`` to exist
-before serving: a standby ps that replaces a killed one on the same port at once.
+``python ps_preempt.py CONFIG.json ps``: the parameter server (``server.join()`` never returns:
+the harness kills it). With ``--start-when PATH`` it imports TensorFlow, then waits for ``PATH``
+to exist before serving: a standby ps that replaces a killed one on the same port at once.
 
 ``python ps_preempt.py CONFIG.json worker INDEX NAME``: a worker (index 0 is the chief) training a
 small linear model whose variables live on the ps (``replica_device_setter``) in a
@@ -22,9 +22,10 @@ Every record is one JSON line appended to ``<out>/<NAME>.jsonl`` and flushed at 
 killed with SIGKILL leaves its record up to its death. MonitoredSession's own log line about a
 recreated session (TF's "preemption" message, with the error it caught) is recorded too.
 
-The harness paces the run: before each step a worker waits while the shared step is at or beyond
-the number in ``<out>/gate-<NAME>`` (if the file exists), so the phases of a scenario (kill a worker,
-restart the ps) happen at chosen steps however slowly processes start on a loaded machine.
+The harness paces the run: before each step a worker waits while the shared step is at or
+beyond the number in ``<out>/gate-<NAME>`` (if the file exists), so the phases of a scenario
+(kill a worker, restart the ps) happen at chosen steps however slowly processes start on a
+loaded machine.
 """
 
 from __future__ import annotations
@@ -158,16 +159,23 @@ def wait_for_chief(config: dict) -> None:
         time.sleep(0.05)
 
 
-def wait_at_gate(gate: Path, step: int) -> None:
-    """Waits while the harness's gate holds this step (see the module docstring)."""
+def wait_at_gate(gate: Path, step: int, record: Record) -> None:
+    """Waits while the harness's gate holds this step (see the module docstring); records
+    ``held`` when it starts waiting (``0`` in the gate file: hold now)."""
     deadline = time.monotonic() + GATE_WAIT_LIMIT
+    held = False
     while True:
         try:
-            limit = int(gate.read_text() or "0")
-        except (FileNotFoundError, ValueError):
+            limit = int(gate.read_text())
+        except (FileNotFoundError, ValueError):  # no gate, or the harness is writing it
+            limit = None
+        if limit is None or step < limit:
+            if held:
+                record.write("released", step=step)
             return
-        if step < limit:
-            return
+        if not held:
+            held = True
+            record.write("held", step=step, limit=limit)
         if time.monotonic() > deadline:
             raise SystemExit(f"held at the gate (step {step} >= {limit}) too long")
         time.sleep(0.02)
@@ -246,7 +254,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
             config=session_config,
         ) as sess:
             while not sess.should_stop():
-                wait_at_gate(gate, step)
+                wait_at_gate(gate, step, record)
                 batch = rng.normal(size=(8, 4)).astype(np.float32)
                 _, step = sess.run([train_op, gs], {x: batch, y: batch @ true_w})
                 time.sleep(config["pace"])

@@ -71,7 +71,7 @@ class PreemptionLog(logging.Handler):
     def emit(self, log: logging.LogRecord) -> None:
         text = log.getMessage()
         if "session will be recreated" in text or "preemption" in text.lower():
-            self._record.write("tf_recovery_log", message=text[:600])
+            self._record.write("tf_recovery_log", message=text[-800:])
 
 
 class NativeRecorder(tf.compat.v1.train.SessionRunHook):
@@ -181,7 +181,7 @@ def wait_at_gate(gate: Path, step: int, record: Record) -> None:
         time.sleep(0.02)
 
 
-def build_callback_hook(config: dict, record: Record, is_chief: bool, loss, x):
+def build_callback_hook(config: dict, record: Record, is_chief: bool, loss, x, lr):
     """Every worker gets the same callbacks: a recorder, a CSVLogger and a TensorBoard callback,
     whose files are the chief's (the file writers run on the chief only)."""
     out = Path(config["out"])
@@ -198,6 +198,7 @@ def build_callback_hook(config: dict, record: Record, is_chief: bool, loss, x):
         logs={"loss": loss},
         steps_per_epoch=config["steps_per_epoch"],
         batch_size=x,
+        learning_rate=lr,
         verbose=0,
         **cluster,
     )
@@ -227,12 +228,13 @@ def run_worker(config: dict, index: int, name: str) -> None:
             y = tf.compat.v1.placeholder(tf.float32, [None, 1], name="y")
             w = tf.compat.v1.get_variable("w", [4, 1], initializer=tf.zeros_initializer())
             loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y), name="loss")
-            train_op = tf.compat.v1.train.GradientDescentOptimizer(0.02).minimize(
+            lr = tf.constant(0.02, name="learning_rate")
+            train_op = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(
                 loss, global_step=gs
             )
         hooks = [
             NativeRecorder(record, "before", checkpoint_dir),
-            build_callback_hook(config, record, is_chief, loss, x),
+            build_callback_hook(config, record, is_chief, loss, x, lr),
             NativeRecorder(record, "after", checkpoint_dir),
             tf.compat.v1.train.StopAtStepHook(last_step=last_step),
         ]
@@ -252,11 +254,16 @@ def run_worker(config: dict, index: int, name: str) -> None:
             log_step_count_steps=None,
             hooks=hooks,
             config=session_config,
+            # MonitoredTrainingSession's own saver (sharded over the ps), keeping every
+            # checkpoint so that the test reads them all back.
+            scaffold=tf.compat.v1.train.Scaffold(
+                saver=tf.compat.v1.train.Saver(sharded=True, max_to_keep=100)
+            ),
         ) as sess:
             while not sess.should_stop():
                 wait_at_gate(gate, step, record)
                 batch = rng.normal(size=(8, 4)).astype(np.float32)
-                _, step = sess.run([train_op, gs], {x: batch, y: batch @ true_w})
+                step = int(sess.run([train_op, gs], {x: batch, y: batch @ true_w})[1])
                 time.sleep(config["pace"])
     record.write("process_end")
     print(json.dumps({"ok": True, "name": name}), flush=True)

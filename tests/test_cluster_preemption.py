@@ -217,17 +217,23 @@ def test_ps_restart_recovers_sessions_without_restarting_training(scenario):
         assert events(records, "before:end")[0]["step"] >= LAST_STEP, name
         assert records[-1]["ev"] == "process_end", name
 
-    chief = scenario.records["w0"]
-    created = events(chief, "before:after_create_session")
-    restored = created[1]
-    # What the shared step does: back to the checkpoint the chief restored (the latest written).
-    assert restored["checkpoint"] is not None
-    assert restored["step"] == int(restored["checkpoint"].rsplit("-", 1)[1])
-    assert restored["step"] >= scenario.checkpoint_at_ps_kill >= 40
-    assert restored["step"] < max(scenario.chief_steps_before_ps_kill)
-    # Worker 1's new session starts where the chief's restored model is, never at 0.
-    worker_restored = events(scenario.records["w1b"], "before:after_create_session")[1]["step"]
-    assert worker_restored >= restored["step"]
+    # What the shared step does: it restarts at the step of the checkpoint the chief restored,
+    # the latest one when the ps died, a few steps below the step reached before (the ps lost
+    # the variables). The first run on the restored model read that step, or the step after it
+    # (TF1's read of the global step races the increment).
+    latest = scenario.checkpoint_at_ps_kill
+    assert 40 <= latest < max(scenario.chief_steps_before_ps_kill)
+    ps_killed = scenario.killed["ps1"]
+    after_restart = [
+        r["step"]
+        for n in ("w0", "w1b")
+        for r in events(scenario.records[n], "run")
+        if r["t"] > ps_killed
+    ]
+    assert min(after_restart) in (latest, latest + 1)
+    # Each worker's new session starts at or past the restored step, never at 0.
+    for name in ("w0", "w1b"):
+        assert events(scenario.records[name], "before:after_create_session")[1]["step"] >= latest
 
 
 def test_chief_files_are_intact(scenario):
@@ -246,8 +252,7 @@ def test_chief_files_are_intact(scenario):
     assert steps == sorted(set(steps)), steps
     # Every checkpoint is kept (max_to_keep=100): from the first to the last, across both
     # preemptions, including the one the chief restored after the ps restart.
-    restored = events(scenario.records["w0"], "before:after_create_session")[1]["step"]
-    assert steps[0] == 0 and restored in steps
+    assert steps[0] == 0 and scenario.checkpoint_at_ps_kill in steps
     # The final save at the end of training (worker 1 may still increment the step after it).
     assert LAST_STEP <= steps[-1] <= events(scenario.records["w0"], "before:end")[0]["step"]
     assert state.model_checkpoint_path == state.all_model_checkpoint_paths[-1]

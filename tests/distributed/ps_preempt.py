@@ -181,27 +181,17 @@ def wait_at_gate(gate: Path, step: int, record: Record) -> None:
         time.sleep(0.02)
 
 
-def build_callback_hook(config: dict, record: Record, is_chief: bool, loss, x, lr):
+def build_callbacks(config: dict, record: Record, is_chief: bool) -> list:
     """Every worker gets the same callbacks: a recorder, a CSVLogger and a TensorBoard callback,
-    whose files are the chief's (the file writers run on the chief only)."""
+    whose files are the chief's (the file writers run on the chief only). Built before the TF1
+    graph is the default graph (tf_keras would return its graph-mode classes)."""
     out = Path(config["out"])
     callbacks = [
         CallbackRecord(record),
         keras.callbacks.CSVLogger(str(out / "chief.csv")),
         keras.callbacks.TensorBoard(str(out / "tb")),
     ]
-    cluster = {"is_chief": is_chief} if config["cluster_mode"] else {}
-    if not config["cluster_mode"] and not is_chief:
-        callbacks = callbacks[:1]
-    return hookbridge.CallbackHook(
-        callbacks,
-        logs={"loss": loss},
-        steps_per_epoch=config["steps_per_epoch"],
-        batch_size=x,
-        learning_rate=lr,
-        verbose=0,
-        **cluster,
-    )
+    return callbacks if config["cluster_mode"] or is_chief else callbacks[:1]
 
 
 def run_worker(config: dict, index: int, name: str) -> None:
@@ -218,6 +208,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
     rng = np.random.default_rng(index)
     true_w = np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
 
+    callbacks = build_callbacks(config, record, is_chief)
     graph = tf.Graph()
     with graph.as_default():
         worker_device = f"/job:worker/task:{index}"
@@ -234,7 +225,15 @@ def run_worker(config: dict, index: int, name: str) -> None:
             )
         hooks = [
             NativeRecorder(record, "before", checkpoint_dir),
-            build_callback_hook(config, record, is_chief, loss, x, lr),
+            hookbridge.CallbackHook(
+                callbacks,
+                logs={"loss": loss},
+                steps_per_epoch=config["steps_per_epoch"],
+                batch_size=x,
+                learning_rate=lr,
+                verbose=0,
+                **({"is_chief": is_chief} if config["cluster_mode"] else {}),
+            ),
             NativeRecorder(record, "after", checkpoint_dir),
             tf.compat.v1.train.StopAtStepHook(last_step=last_step),
         ]

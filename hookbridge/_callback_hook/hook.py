@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import tensorflow as tf
 
-from hookbridge._callback_hook import dispatch
+from hookbridge._callback_hook import cluster, dispatch
 from hookbridge._callback_hook.logs import (
     GraphSums,
     RunningMeans,
@@ -54,6 +54,24 @@ def _check_no_epochs(
             f"CallbackHook(mode={mode!r}) drives Keras's on_{_EVENT_KIND[mode]}_* methods, as "
             f"Keras's {mode}() does, which has no epochs or validation{why}: remove "
             f"{', '.join(given)}."
+        )
+
+
+def _check_cluster_mode(is_chief: bool | None, mode: str, steps_per_epoch: Any) -> None:
+    """Cluster mode trains, with epochs of ``steps_per_epoch`` global steps."""
+    if is_chief is None:
+        return
+    if mode not in ("auto", "train"):
+        raise ValueError(
+            f"CallbackHook: is_chief= drives training on a worker of a cluster; mode={mode!r} "
+            "has no epochs or stop to share. Remove is_chief= (each worker's evaluation or "
+            "prediction runs on its own), or pass mode='train'."
+        )
+    if steps_per_epoch is None:
+        raise ValueError(
+            "CallbackHook(is_chief=...) numbers epochs from the global step the workers share: "
+            "pass steps_per_epoch= (epoch e covers global steps [e * steps_per_epoch, "
+            "(e + 1) * steps_per_epoch))."
         )
 
 
@@ -119,6 +137,21 @@ class CallbackHook(SessionRunHook):
     ``stop_training``; an input that ends before an epoch's first step leaves that epoch
     unclosed (no ``on_epoch_end``; a warning says ``on_epoch_begin`` ran). After any other error
     neither runs, as in Keras. Session recovery (``AbortedError``) does not restart training.
+
+    On a worker of a between-graph TF1 cluster (parameter servers + workers,
+    ``MonitoredTrainingSession(master=..., is_chief=...)``), pass ``is_chief``. Then the callbacks
+    that write files (``ModelCheckpoint``, ``CSVLogger``, ``TensorBoard``, ``ProgbarLogger``, or
+    ``chief_only_callbacks``) run on the chief only, the others on every worker; epochs follow the
+    global step the workers share (epoch ``e`` covers global steps ``[e * steps_per_epoch,
+    (e + 1) * steps_per_epoch)``: a worker closes its epoch, with the means of its own batches,
+    once the shared step passed the end, and opens the next with the number the step says; the
+    batch index counts this worker's own runs); and a stop decided by the chief's callbacks
+    (``EarlyStopping``, ``TerminateOnNaN``, ``model.stop_training``) stops every worker at its
+    next run, through a shared variable (``hookbridge/stop_training``, beside the global step)
+    each worker fetches with its runs, as TF1 clusters shared a stop. A stop decided on another
+    worker stops that worker only, as a TF1 hook's ``request_stop()`` does. Boundaries race the
+    asynchronous increments: a worker's run in flight when another worker crosses an epoch's end
+    counts in the epoch it began in (docs/limits.md).
 
     Under an evaluation session (``Estimator.evaluate``, found by ``mode="auto"``, or
     ``mode="evaluate"``) the hook is Keras's ``evaluate``: ``on_test_begin``,
@@ -186,16 +219,31 @@ class CallbackHook(SessionRunHook):
             ``Estimator.evaluate``'s, else ``"train"``), ``"train"``, ``"evaluate"`` or
             ``"predict"``. Evaluate and predict take no ``steps_per_epoch``, ``validation_fn``
             or ``epochs``.
+        is_chief: ``None`` (default): not a cluster. ``True``/``False``: this hook runs on one
+            worker of a between-graph cluster, the chief or not; pass the value given to
+            ``MonitoredTrainingSession(is_chief=...)`` (Estimator: ``run_config.is_chief``).
+            Needs ``steps_per_epoch`` and a global step in the graph (the one the workers
+            share); costs the global step and the stop variable fetched in each run, plus one
+            read per epoch and one write when the chief stops.
+        chief_only_callbacks: with ``is_chief``, the callbacks (instances from ``callbacks``)
+            that run on the chief only: never ``set_model``, ``set_params`` or any other call
+            on another worker. ``None`` (default): the instances of Keras's ``ModelCheckpoint``,
+            ``CSVLogger``, ``TensorBoard`` and ``ProgbarLogger`` (subclasses too), so workers
+            do not write the same files; ``[]``: every callback on every worker.
 
     Raises:
         TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor,
             ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping, or
-            ``batch_size`` something else than an int, tensor or name.
+            ``batch_size`` something else than an int, tensor or name, ``is_chief`` not a
+            bool, ``chief_only_callbacks`` not a list.
         ValueError: an unsupported callback (BackupAndRestore: named, with the reason), a
             ``metric_directions`` value other than ``"max"``/``"min"``, an unknown ``mode`` or
-            epoch arguments in evaluate/predict mode, or (in ``begin``) a log name missing from
-            the graph (listing what is available), a ``learning_rate`` that is not a scalar of
-            the graph or is computed from a placeholder.
+            epoch arguments in evaluate/predict mode, ``is_chief`` without
+            ``steps_per_epoch`` or with evaluate/predict, ``chief_only_callbacks`` without
+            ``is_chief`` or naming a callback not in ``callbacks``, or (in ``begin``) a log
+            name missing from the graph (listing what is available), a ``learning_rate`` that
+            is not a scalar of the graph or is computed from a placeholder, ``is_chief``
+            without a global step in the graph.
 
     Not forwarded:
         * ``model.stop_evaluating`` / ``stop_predicting``, and ``stop_training`` outside
@@ -237,8 +285,16 @@ class CallbackHook(SessionRunHook):
         optimizer: Any = None,
         batch_size: Any = None,
         mode: str = "auto",
+        is_chief: bool | None = None,
+        chief_only_callbacks: Sequence[Any] | None = None,
     ) -> None:
         self.callbacks = _check_callbacks(callbacks)
+        cluster.check_cluster_args(is_chief, chief_only_callbacks)
+        #: The callbacks this worker runs (all of them outside a cluster).
+        self.active_callbacks = cluster.callbacks_here(
+            self.callbacks, is_chief, chief_only_callbacks
+        )
+        self.is_chief = is_chief
         if not isinstance(logs, Mapping):
             raise TypeError(
                 "CallbackHook: logs must be a mapping of log name -> tensor or tensor name, "
@@ -264,12 +320,14 @@ class CallbackHook(SessionRunHook):
             )
         if mode in ("evaluate", "predict"):
             _check_no_epochs(mode, steps_per_epoch, validation_fn, epochs, "")
+        _check_cluster_mode(is_chief, mode, steps_per_epoch)
         self._mode_arg = mode
         self._batch_size = batch_size
         self._steps_per_epoch = steps_per_epoch
         self._validation_fn = validation_fn
         self._state = GraphState(variables, learning_rate, metric_directions, optimizer)
-        self._model = ModelProxy(self._state, self.callbacks)  # one model for every callback
+        # one model for every callback that runs here
+        self._model = ModelProxy(self._state, self.active_callbacks)
         if epochs is not None and (not isinstance(epochs, int) or epochs < 0):
             raise ValueError(
                 f"CallbackHook: epochs must be a non-negative int or None, received {epochs!r}."
@@ -281,6 +339,7 @@ class CallbackHook(SessionRunHook):
         self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
         self._fit_params = dict(self.params)
         self._started = False
+        self._shared: cluster.SharedRun | None = None
 
     # -- SessionRunHook ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -302,7 +361,7 @@ class CallbackHook(SessionRunHook):
         self._epoch_logs: dict = {}
         self._started = False
         self._session_model = self._model.for_session()
-        calls = self._calls = dispatch.Dispatcher(self.callbacks)
+        calls = self._calls = dispatch.Dispatcher(self.active_callbacks)
         self.params = dict(self._fit_params)
         if not self._training:  # as Keras's evaluate / predict
             self.params.update(epochs=1, steps=None)
@@ -320,6 +379,18 @@ class CallbackHook(SessionRunHook):
         ends = ("on_epoch_end", "on_train_end") if self._training else ("on_test_end",)
         needs_values = self._batch_end or calls.listens(*ends)
         self._plan_values(graph, tensors if needs_values else [])
+        if self.is_chief is not None:
+            self._share_with_cluster(graph)
+
+    def _share_with_cluster(self, graph: tf.Graph) -> None:
+        """Cluster mode: the stop variable, and the global step and stop fetched in each run
+        beside the hook's own fetches (``_args``; ``_own`` says whether there are some)."""
+        assert self._steps_per_epoch is not None and self.is_chief is not None
+        self._shared = shared = cluster.SharedRun(self.is_chief, self._steps_per_epoch)
+        shared.build(graph, self._global_step)
+        self._own = self._args is not None
+        own = [self._args.fetches] if self._args is not None else []
+        self._args = SessionRunArgs([*own, *shared.fetches])
 
     def _resolve_mode(self, graph: tf.Graph) -> str:
         """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
@@ -381,11 +452,15 @@ class CallbackHook(SessionRunHook):
         self._state.session = session
         if self._sums is not None:
             self._sums.initialize(session)
+        if self._shared is not None:
+            self._shared.initialize(session, first=not self._started)
         if not self._started:  # not again on session recovery
             self._started = True
             if self._training:
                 self._resume_from(session)
                 self._calls.call("on_train_begin", {})
+                if self._shared is not None and self._finished():
+                    coord.request_stop()  # joined after the last epoch: nothing to train
             else:
                 self._calls.call(f"on_{_EVENT_KIND[self.mode]}_begin", {})
 
@@ -404,19 +479,51 @@ class CallbackHook(SessionRunHook):
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         means = self._means
+        results = run_values.results
+        if self._shared is not None:
+            *own, step, stop = results
+            self._shared.take(step, stop)
+            results = own[0] if self._own else None
         if self._add is None:
             means.count += 1
         else:
-            self._add(run_values.results)
+            self._add(results)
         if self._batch_end:
             self._calls.batch_end(self._batch, self._batch_logs())
         self._batch += 1
+        if self._shared is not None:
+            self._after_shared_run(run_context)
+            return
         if self._steps_per_epoch is not None and self._batch >= self._steps_per_epoch:
             self._end_epoch()
             if self._last_epoch is not None and self._epoch >= self._last_epoch:
                 run_context.request_stop()  # as fit: `epochs` epochs, then the end
         if self._state.stop_training and self._training:
             run_context.request_stop()
+
+    def _after_shared_run(self, run_context: Any) -> None:
+        """Cluster mode, after each run: close the epoch when the shared global step passed
+        its end (open the next with the number the step says), end after ``epochs``, and stop
+        when the chief's callbacks stopped training (the chief publishes it first)."""
+        shared = self._shared
+        assert shared is not None
+        session = run_context.session
+        step = shared.epoch_closed(session, self._epoch)
+        if step is not None:
+            self._end_epoch()
+            self._epoch = max(self._epoch, step // shared.steps_per_epoch)
+            if self._finished():
+                run_context.request_stop()  # every worker sees the last step itself
+        if self._state.stop_training:
+            if shared.is_chief:
+                shared.publish_stop(session)  # the other workers stop at their next run
+            run_context.request_stop()
+        elif shared.stop:
+            run_context.request_stop()  # the chief's callbacks stopped training
+
+    def _finished(self) -> bool:
+        """Whether the epoch count reached ``epochs`` (with ``steps_per_epoch``)."""
+        return self._last_epoch is not None and self._epoch >= self._last_epoch
 
     def end(self, session: Any) -> None:
         self._state.session = session
@@ -457,6 +564,9 @@ class CallbackHook(SessionRunHook):
             return
         step = int(session.run(self._global_step))
         self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
+        if self._shared is not None:  # in a cluster, batches count this worker's own runs
+            self._resume_batch = 0
+            self._shared.step = step
 
     def _validate(self) -> dict[str, float]:
         """``validation_fn`` as ``fit``'s validation: one test batch between ``on_test_begin``

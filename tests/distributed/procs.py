@@ -3,11 +3,13 @@ sessions of their own with a bounded time and nothing left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 
 
 def free_ports(n: int) -> list[int]:
@@ -59,3 +61,33 @@ def run_processes(commands: list[tuple[list[str], dict]], timeout: float) -> lis
     assert not timed_out, f"still running after {timeout} s (killed): {timed_out}"
     assert all(p.poll() is not None for p in procs)
     return outputs
+
+
+@contextlib.contextmanager
+def background(commands: list[tuple[list[str], dict]]) -> Iterator[list[subprocess.Popen]]:
+    """Starts processes that never end by themselves (parameter servers: ``server.join()``),
+    each in a session of its own; at exit kills each session and checks that nothing of it is
+    left."""
+    procs = [
+        subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for argv, env in commands
+    ]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                continue
+            raise AssertionError(f"a process of {proc.args} is still running after SIGKILL")

@@ -21,7 +21,6 @@ checkpoints are read back with the real readers.
 from __future__ import annotations
 
 import csv
-import inspect
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +30,8 @@ import tensorflow as tf
 from distributed.preempt_harness import Cluster
 from distributed.procs import free_ports
 
-import hookbridge
-
 SPE = 10  # steps per epoch
 LAST_STEP = 240
-CLUSTER_MODE = "is_chief" in inspect.signature(hookbridge.CallbackHook).parameters
 DEADLINE_S = 240.0  # the whole scenario, including SessionManager's 30 s readiness wait
 
 
@@ -83,7 +79,6 @@ def scenario(tmp_path_factory) -> Scenario:
         "save_checkpoint_steps": 20,
         "pace": 0.02,
         "chief_record": "w0.jsonl",
-        "cluster_mode": CLUSTER_MODE,
     }
     c = Cluster(out, config, DEADLINE_S)
     try:
@@ -129,7 +124,7 @@ def scenario(tmp_path_factory) -> Scenario:
         checkpoint_at_ps_kill = checkpoint_step(out)
         c.wait("the chief's session to be recreated", lambda: recovered(rec("w0")))
         restored = events(rec("w0"), "before:after_create_session")[1]["step"]
-        c.gate("w0", restored + 20)  # the chief waits for worker 1 to recover
+        c.gate("w0", restored + 30)  # the chief waits for worker 1 to recover
         c.wait("worker 1's session to be recreated", lambda: recovered(rec("w1b")))
         c.gate("w0", None)
 
@@ -173,11 +168,8 @@ def test_killed_worker_restarts_at_the_shared_step(scenario):
     first_epoch = events(restarted, "on_epoch_begin")[0]["epoch"]
     assert before["step"] // SPE <= first_epoch <= after["step"] // SPE
     assert first_epoch >= killed_epochs[-1] > 0
-    first_batch = events(restarted, "on_train_batch_end")[0]["batch"]
-    if CLUSTER_MODE:  # the batch index counts this worker's own runs in the epoch (Keras's)
-        assert first_batch == 0
-    elif before["step"] == after["step"]:  # the step's place in its epoch, exact when unraced
-        assert first_batch == before["step"] % SPE
+    # The batch index counts this worker's own runs in the epoch (Keras's meaning).
+    assert events(restarted, "on_train_batch_end")[0]["batch"] == 0
 
     # The chief trained on between the kill and the restarted worker's first run, in one session.
     kill_time = scenario.killed["w1a"]
@@ -242,14 +234,17 @@ def test_chief_files_are_intact(scenario):
     line, and the rows the chief's callbacks saw; TensorBoard's epoch scalars equal the CSV's."""
     out = scenario.out
     state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
-    steps = []
+    steps, values = [], []
     for path in state.all_model_checkpoint_paths:
         reader = tf.train.load_checkpoint(path)
-        step = int(reader.get_tensor("global_step"))
-        assert step == int(path.rsplit("-", 1)[1])
+        # Named after the step CheckpointSaverHook read; the saved value can be a few steps
+        # later, as natively: the other worker trains on while the chief saves.
+        name, value = int(path.rsplit("-", 1)[1]), int(reader.get_tensor("global_step"))
+        assert name <= value <= name + 10, path
         assert reader.get_tensor("w").shape == (4, 1)
-        steps.append(step)
-    assert steps == sorted(set(steps)), steps
+        steps.append(name)
+        values.append(value)
+    assert steps == sorted(set(steps)) and values == sorted(values), (steps, values)
     # Every checkpoint is kept (max_to_keep=100): from the first to the last, across both
     # preemptions, including the one the chief restored after the ps restart.
     assert steps[0] == 0 and scenario.checkpoint_at_ps_kill in steps

@@ -12,8 +12,9 @@ small linear model whose variables live on the ps (``replica_device_setter``) in
 * ``NativeRecorder("before")``: a hand-written ``SessionRunHook`` recording ``begin``, every
   ``after_create_session`` (with the shared global step, and on the chief the checkpoint it can have
   restored) and each run's global step: the native TF1 view;
-* ``CallbackHook`` with a recording Keras callback on every worker, and on the chief a ``CSVLogger``
-  and a ``TensorBoard`` callback (the files the test reads back);
+* ``CallbackHook(is_chief=...)`` with the same callbacks on every worker: a recording Keras
+  callback (runs on every worker), a ``CSVLogger`` and a ``TensorBoard`` callback (file writers:
+  the chief's only; the files the test reads back);
 * ``NativeRecorder("after")``: the global step again after the CallbackHook's
   ``after_create_session`` (so the test brackets the step the CallbackHook read);
 * ``StopAtStepHook(last_step)``: training ends at the same shared step on every worker.
@@ -181,17 +182,16 @@ def wait_at_gate(gate: Path, step: int, record: Record) -> None:
         time.sleep(0.02)
 
 
-def build_callbacks(config: dict, record: Record, is_chief: bool) -> list:
+def build_callbacks(config: dict, record: Record) -> list:
     """Every worker gets the same callbacks: a recorder, a CSVLogger and a TensorBoard callback,
     whose files are the chief's (the file writers run on the chief only). Built before the TF1
     graph is the default graph (tf_keras would return its graph-mode classes)."""
     out = Path(config["out"])
-    callbacks = [
+    return [
         CallbackRecord(record),
         keras.callbacks.CSVLogger(str(out / "chief.csv")),
         keras.callbacks.TensorBoard(str(out / "tb")),
     ]
-    return callbacks if config["cluster_mode"] or is_chief else callbacks[:1]
 
 
 def run_worker(config: dict, index: int, name: str) -> None:
@@ -208,7 +208,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
     rng = np.random.default_rng(index)
     true_w = np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
 
-    callbacks = build_callbacks(config, record, is_chief)
+    callbacks = build_callbacks(config, record)
     graph = tf.Graph()
     with graph.as_default():
         worker_device = f"/job:worker/task:{index}"
@@ -232,7 +232,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
                 batch_size=x,
                 learning_rate=lr,
                 verbose=0,
-                **({"is_chief": is_chief} if config["cluster_mode"] else {}),
+                is_chief=is_chief,
             ),
             NativeRecorder(record, "after", checkpoint_dir),
             tf.compat.v1.train.StopAtStepHook(last_step=last_step),

@@ -56,6 +56,12 @@ def recovered(records: list[dict]) -> bool:
     return len(created) >= 2 and any(r["ev"] == "run" for r in records[created[1] :])
 
 
+def mid_epoch(records: list[dict]) -> bool:
+    """The worker's latest epoch is open and it has made a run in it."""
+    marks = [r["ev"] for r in records if r["ev"] in ("on_epoch_begin", "on_epoch_end", "run")]
+    return "on_epoch_begin" in marks and marks[-1] == "run" and marks[-2] != "on_epoch_end"
+
+
 @dataclass
 class Scenario:
     out: Path
@@ -110,9 +116,11 @@ def scenario(tmp_path_factory) -> Scenario:
         # both failed, the standby ps serves on the port. The chief's session is recreated and
         # restored from its checkpoint; worker 1's is recreated when the model is ready again.
         c.gate("w0", None)
-        c.wait(  # so that the shared step is a few steps past the latest checkpoint
-            "the chief to run 3 to 12 steps past its latest checkpoint",
-            lambda: 3 <= run_steps(rec("w0"))[-1] - checkpoint_step(out) <= 12,
+        c.wait(  # the shared step a few steps past the latest checkpoint, worker 1 mid-epoch
+            "the chief 3 to 12 steps past its latest checkpoint, worker 1 in an epoch it ran in",
+            lambda: (
+                3 <= run_steps(rec("w0"))[-1] - checkpoint_step(out) <= 12 and mid_epoch(rec("w1b"))
+            ),
         )
         chief_steps_before_ps_kill = run_steps(rec("w0"))
         c.kill("ps1")
@@ -151,7 +159,7 @@ def test_no_process_left_behind(scenario):
 def test_killed_worker_restarts_at_the_shared_step(scenario):
     """(a) A worker killed with SIGKILL and started again (same task, same port) joins at the shared
     global step, as native TF1 does, and its CallbackHook numbers epochs from that step (epoch =
-    step // steps_per_epoch, its first batch index the step's place in that epoch), not from 0;
+    step // steps_per_epoch), not from 0;
     the chief trains on meanwhile, in its one session."""
     killed, restarted, chief = (scenario.records[n] for n in ("w1a", "w1b", "w0"))
     # The killed process: its record ends at its death (no on_train_end, no end()).
@@ -168,8 +176,6 @@ def test_killed_worker_restarts_at_the_shared_step(scenario):
     first_epoch = events(restarted, "on_epoch_begin")[0]["epoch"]
     assert before["step"] // SPE <= first_epoch <= after["step"] // SPE
     assert first_epoch >= killed_epochs[-1] > 0
-    # The batch index counts this worker's own runs in the epoch (Keras's meaning).
-    assert events(restarted, "on_train_batch_end")[0]["batch"] == 0
 
     # The chief trained on between the kill and the restarted worker's first run, in one session.
     kill_time = scenario.killed["w1a"]
@@ -273,3 +279,107 @@ def test_chief_files_are_intact(scenario):
     assert [s for s, _ in scalars] == epochs
     for (_, tb), (_, value) in zip(scalars, csv_rows):
         assert tb == pytest.approx(value, rel=1e-6)
+
+
+def epochs_of_runs(records: list[dict]) -> list[tuple[int, float, list[dict]]]:
+    """Each epoch a worker closed: (epoch, its logged loss, the runs counted in it). A run is
+    counted in the epoch open when its line is written (the native hook records the run before
+    the CallbackHook's ``after_run``, which may close the epoch after it)."""
+    closed, runs, current = [], [], None
+    for r in records:
+        if r["ev"] == "on_epoch_begin":
+            current, runs = r["epoch"], []
+        elif r["ev"] == "run" and current is not None:
+            runs.append(r)
+        elif r["ev"] == "on_epoch_end":
+            assert r["epoch"] == current
+            closed.append((current, r["logs"]["loss"], runs))
+            current = None
+    return closed
+
+
+def recovery_time(records: list[dict]) -> float:
+    return events(records, "before:after_create_session")[1]["t"]
+
+
+def test_epoch_logs_are_the_means_of_the_workers_own_runs(scenario):
+    """Epoch logs are the means of the loss values of the runs each worker made in the epoch
+    (the batch size is constant), as the native hook fetched them in the same runs: on the
+    chief (log tensors fetched), on worker 1 (epoch sums kept in the graph), before and after
+    the restart of worker 1, and for the epochs not spanning the ps restart (next test)."""
+    checked = 0
+    for name in ("w0", "w1a", "w1b"):
+        records = scenario.records[name]
+        created = events(records, "before:after_create_session")
+        recovered_at = created[1]["t"] if len(created) > 1 else float("inf")
+        for epoch, loss, runs in epochs_of_runs(records):
+            assert runs, (name, epoch)
+            if runs[0]["t"] < recovered_at < runs[-1]["t"]:
+                continue  # spans the ps restart
+            mean = sum(r["loss"] for r in runs) / len(runs)
+            assert loss == pytest.approx(mean, rel=1e-5), (name, epoch)
+            checked += 1
+    assert checked >= 15
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "CallbackHook re-initializes its in-graph epoch sums (GraphSums, used when no callback "
+        "reads batch logs) in every after_create_session, so after a session recovery the "
+        "epoch in progress forgets the worker's runs before the recovery, while the fetched "
+        "path keeps them (fix: GraphSums.initialize only in the first session, or add the "
+        "old sums to RunningMeans before re-initializing on recovery)"
+    ),
+)
+def test_the_epoch_spanning_a_session_recovery_counts_every_run(scenario):
+    """The epoch in progress on worker 1 when the ps restarted: its log is the mean of all the
+    runs worker 1 made in it, before and after its session was recreated, as on the chief."""
+    checked = []
+    for name in ("w0", "w1b"):
+        records = scenario.records[name]
+        recovered_at = recovery_time(records)
+        for epoch, loss, runs in epochs_of_runs(records):
+            if runs and runs[0]["t"] < recovered_at < runs[-1]["t"]:
+                mean = sum(r["loss"] for r in runs) / len(runs)
+                checked.append(name)
+                assert loss == pytest.approx(mean, rel=1e-5), (name, epoch, len(runs))
+    if "w1b" not in checked:
+        pytest.skip(
+            "worker 1's failed run was the first of its epoch (retried in the new session): no "
+            "run before the recovery to lose in this run"
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "CallbackHook(is_chief=...) does not look at the shared step when MonitoredSession "
+        "recreates a session: the epoch a worker had open stays open until its next run, which "
+        "counts in it although the shared step passed that epoch's end while the worker's "
+        "session was down (fix: in after_create_session on recovery, close the open epoch when "
+        "the step read there is past its end, and open the next with step // steps_per_epoch)"
+    ),
+)
+def test_a_recovered_worker_closes_the_epoch_the_shared_step_passed(scenario):
+    """While worker 1's session was down (the ps restart, then SessionManager's readiness wait),
+    the chief trained past the end of the epoch worker 1 had open. Epochs follow the shared step:
+    that epoch ends before worker 1's first run in its new session, which counts in the epoch
+    the shared step is in."""
+    records = scenario.records["w1b"]
+    created = [i for i, r in enumerate(records) if r["ev"] == "before:after_create_session"]
+    recovery = created[1]
+    step = records[recovery]["step"]
+    open_epoch = [r["epoch"] for r in records[:recovery] if r["ev"] == "on_epoch_begin"][-1]
+    if step < (open_epoch + 1) * SPE:
+        pytest.skip(
+            f"worker 1's session came back at step {step}, before the end of its open epoch "
+            f"{open_epoch} (it did not wait SessionManager's 30 s readiness check this time): "
+            "nothing to check in this run"
+        )
+    after = records[recovery:]
+    first_run = next(i for i, r in enumerate(after) if r["ev"] == "run")
+    closed = [i for i, r in enumerate(after) if r["ev"] == "on_epoch_end"]
+    assert closed and closed[0] < first_run, "the stale epoch took the first run"
+    begun = next(r["epoch"] for r in after if r["ev"] == "on_epoch_begin")
+    assert begun >= step // SPE

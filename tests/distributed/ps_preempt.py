@@ -11,7 +11,7 @@ small linear model whose variables live on the ps (``replica_device_setter``) in
 
 * ``NativeRecorder("before")``: a hand-written ``SessionRunHook`` recording ``begin``, every
   ``after_create_session`` (with the shared global step, and on the chief the checkpoint it can have
-  restored) and each run's global step: the native TF1 view;
+  restored) and each run's global step and loss: the native TF1 view;
 * ``CallbackHook(is_chief=...)`` with the same callbacks on every worker: a recording Keras
   callback (runs on every worker), a ``CSVLogger`` and a ``TensorBoard`` callback (file writers:
   the chief's only; the files the test reads back);
@@ -94,19 +94,23 @@ class NativeRecorder(tf.compat.v1.train.SessionRunHook):
 
     def before_run(self, run_context):
         if self._tag == "before":
-            return tf.compat.v1.train.SessionRunArgs(self._gs)
+            loss = tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+            return tf.compat.v1.train.SessionRunArgs([self._gs, loss])
         return None
 
     def after_run(self, run_context, run_values) -> None:
         if self._tag == "before":
-            self._record.write("run", step=int(run_values.results))
+            step, loss = run_values.results
+            self._record.write("run", step=int(step), loss=float(loss))
 
     def end(self, session) -> None:
         self._record.write(f"{self._tag}:end", step=int(session.run(self._gs)))
 
 
 class CallbackRecord(keras.callbacks.Callback):
-    """What the Keras callbacks see, one line per call."""
+    """What the Keras callbacks see, one line per call. No batch method: on a worker where no
+    callback reads batch logs, CallbackHook keeps the epoch sums in the graph (worker 1; the
+    chief's TensorBoard callback reads batches, so the chief fetches the log tensors)."""
 
     def __init__(self, record: Record) -> None:
         super().__init__()
@@ -117,9 +121,6 @@ class CallbackRecord(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._record.write("on_epoch_begin", epoch=epoch)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._record.write("on_train_batch_end", batch=batch)
 
     def on_epoch_end(self, epoch, logs=None):
         self._record.write("on_epoch_end", epoch=epoch, logs=dict(logs or {}))

@@ -1,4 +1,5 @@
-"""CallbackHook under preemption in a between-graph TF1 cluster (1 ps + 2 workers on loopback).
+"""CallbackHook(is_chief=...) under preemption in a between-graph TF1 cluster (1 ps + 2 workers
+on loopback).
 
 One scenario, real processes and real servers (``tests/distributed/ps_preempt.py``), driven by the
 harness in ``tests/distributed/preempt_harness.py`` and read back by the tests below:
@@ -7,15 +8,21 @@ harness in ``tests/distributed/preempt_harness.py`` and read back by the tests b
    past shared step 30, then is killed with SIGKILL and started again (same task index, same
    port), while the chief trains on;
 2. once the restarted worker 1 has closed an epoch and the chief has written checkpoints, the ps is
-   killed with SIGKILL and a standby ps serves on the same port at once: both workers' sessions
-   fail, and MonitoredTrainingSession recreates them (the chief restores its latest checkpoint,
-   worker 1 waits until the model is ready again);
+   killed with SIGKILL while both workers train; once both runs failed (UnavailableError), a
+   standby ps serves on the same port: MonitoredTrainingSession recreates both sessions (the
+   chief restores its latest checkpoint; worker 1 waits until the model is ready again, which
+   can take SessionManager's 30 s ``recovery_wait_secs`` when it asks before the chief restored);
 3. both workers train to ``last_step`` (StopAtStepHook) and end normally.
 
+A worker idle while the ps restarts is not part of it: on TF 2.21 its next run on the new ps
+failed with CancelledError ("RecvFromRemoteAsync is cancelled", grouped with the ps's ABORTED
+"Session handle is not found"), which MonitoredSession does not recover (native TF1: the error
+comes from the session run, not from a hook).
+
 Each worker also runs hand-written native ``SessionRunHook``s recording what MonitoredSession itself
-calls, beside the CallbackHook's recording Keras callback: the native view and the bridged one of
-the same processes. The chief's CSVLogger / TensorBoard files and MonitoredTrainingSession's
-checkpoints are read back with the real readers.
+calls (and each run's step and loss), beside the CallbackHook's recording Keras callback: the
+native view and the bridged one of the same processes. The chief's CSVLogger / TensorBoard files
+and MonitoredTrainingSession's checkpoints are read back with the real readers.
 """
 
 from __future__ import annotations
@@ -200,7 +207,9 @@ def test_ps_restart_recovers_sessions_without_restarting_training(scenario):
     MonitoredSession recreates it. Native TF1 calls every hook's ``after_create_session`` again
     (``begin`` not); CallbackHook calls ``on_train_begin`` once, never opens an epoch again nor
     numbers one back, and training ends normally. The shared step goes back to the checkpoint the
-    chief restored (the ps lost the variables; worker 1 waits until the chief restored them)."""
+    chief restored (the ps lost the variables; worker 1 waits until the chief restored them), and
+    the epoch each worker has open stays open until the step passes its end again: the runs
+    replaying the lost steps count in it."""
     for name in ("w0", "w1b"):
         records = scenario.records[name]
         # Native view: one begin, a second after_create_session (the recovery), TF's message.
@@ -326,10 +335,12 @@ def test_epoch_logs_are_the_means_of_the_workers_own_runs(scenario):
     strict=True,
     reason=(
         "CallbackHook re-initializes its in-graph epoch sums (GraphSums, used when no callback "
-        "reads batch logs) in every after_create_session, so after a session recovery the "
-        "epoch in progress forgets the worker's runs before the recovery, while the fetched "
-        "path keeps them (fix: GraphSums.initialize only in the first session, or add the "
-        "old sums to RunningMeans before re-initializing on recovery)"
+        "reads batch logs, as on worker 1) in every after_create_session, so the epoch in "
+        "progress at a session recovery forgets the worker's runs before it, while the fetched "
+        "path (the chief) keeps them. Not resetting is no fix: the failed run's in-graph update "
+        "can have run before the failure, and its retry adds again (measured). Fix: in cluster "
+        "mode (is_chief given) fetch the log tensors instead of GraphSums (each run fetches "
+        "the step and the stop variable already); checked by a patched run of this test"
     ),
 )
 def test_the_epoch_spanning_a_session_recovery_counts_every_run(scenario):

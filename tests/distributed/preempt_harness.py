@@ -129,7 +129,8 @@ class Cluster:
         self.leftovers = self._alive_groups(timeout=10.0)
 
     def _alive_groups(self, timeout: float) -> list[int]:
-        """Process groups of this scenario that still have a member (each process led one)."""
+        """Process groups of this scenario that still have a member (each process led one),
+        and any process whose command line names this scenario's config (wherever it went)."""
         end = time.monotonic() + timeout
         while True:
             alive = []
@@ -139,6 +140,23 @@ class Cluster:
                     alive.append(proc.pid)
                 except ProcessLookupError:
                     pass
+            alive += [pid for pid in self._pids_naming_config() if pid not in alive]
             if not alive or time.monotonic() > end:
                 return alive
             time.sleep(0.1)
+
+    def _pids_naming_config(self) -> list[int]:
+        needle = str(self.config_path).encode()
+        found: list[int] = []
+        if not Path("/proc").is_dir():  # not Linux: the process groups are the check
+            return found
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+            if needle in cmdline:
+                found.append(int(entry.name))
+        return found

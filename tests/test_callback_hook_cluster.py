@@ -405,3 +405,97 @@ def test_bad_cluster_arguments_name_what_was_received():
         )
         with pytest.raises(ValueError, match="numbers epochs from the global step.*has none"):
             hook.begin()
+
+
+def test_a_worker_joining_after_the_chief_stopped_keeps_the_stop(server):
+    """The chief's stop is kept for a worker that starts later (it initializes the shared
+    variable only if uninitialized): it stops after its first run; the chief's next training on
+    the same servers resets it (a new training starts unstopped)."""
+    scope = f"s{next(_SCOPES)}"
+    recs = [Recorder(), Recorder()]
+    with contextlib.ExitStack() as stack:
+        g, t = worker_graph(scope)
+        hook = hookbridge.CallbackHook(
+            [recs[0], StopAtEpochEnd(0)], logs={"loss": t["loss"]}, steps_per_epoch=2, is_chief=True
+        )
+        chief = Worker(stack, g, t, [hook], master=server.target)
+        interleave([chief], lambda i, r: 1.0)
+        g, t = worker_graph(scope)
+        hook = hookbridge.CallbackHook(
+            [recs[1]], logs={"loss": t["loss"]}, steps_per_epoch=2, is_chief=False
+        )
+        late = Worker(stack, g, t, [hook], is_chief=False, master=server.target)
+        interleave([late], lambda i, r: 1.0)
+        g, t = worker_graph(scope)
+        again = Recorder()
+        hook = hookbridge.CallbackHook(
+            [again], logs={"loss": t["loss"]}, steps_per_epoch=2, epochs=3, is_chief=True
+        )
+        chief_again = Worker(stack, g, t, [hook], master=server.target)
+        interleave([chief_again], lambda i, r: 1.0)
+    assert len(chief.runs) == 2 and len(late.runs) == 1
+    assert [e[0] for e in recs[1].epochs()] == [1]  # joined at step 2: epoch 1, then stopped
+    # a chief without a checkpoint initializes the variables again (the step restarts at 0),
+    # and the stop is reset: it trains its 3 epochs
+    assert len(chief_again.runs) == 6
+    assert [e[0] for e in again.epochs()] == [0, 1, 2]
+
+
+def test_a_worker_joining_after_the_last_epoch_trains_no_step():
+    rec = Recorder()
+    g, t = worker_graph(f"s{next(_SCOPES)}")
+    with g.as_default():
+        start = t["gs"].assign(6)
+    scaffold = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: sess.run(start))
+    with contextlib.ExitStack() as stack:
+        hook = hookbridge.CallbackHook(
+            [rec], logs={"loss": t["loss"]}, steps_per_epoch=3, epochs=2, is_chief=False
+        )
+        w = Worker(stack, g, t, [hook], scaffold=scaffold)
+        assert w.sess.should_stop()
+        w.close()
+    assert rec.events == [("train_begin",), ("train_end", {})]
+
+
+def test_estimator_with_is_chief_from_run_config(tmp_path):
+    """Estimator.train: is_chief=run_config.is_chief (True without a cluster) gives the events
+    and logs of the single-machine hook, over two train() calls continuing the global step."""
+    tfe = pytest.importorskip(
+        "tensorflow_estimator", reason="Estimator: tensorflow-estimator exists on TF 2.15 only"
+    )
+    del tfe
+
+    def model_fn(features, labels, mode):
+        w = tf.compat.v1.get_variable("w", [1, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels), name="loss")
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()
+        )
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def input_fn():
+        x = tf.constant([[1.0], [2.0], [3.0], [4.0]])
+        return tf.data.Dataset.from_tensor_slices((x, 2 * x)).repeat().batch(2)
+
+    recs = {}
+    for kind in ("plain", "cluster"):
+        config = tf.estimator.RunConfig(tf_random_seed=0)
+        est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / kind), config=config)
+        rec = recs[kind] = Recorder()
+        is_chief = est.config.is_chief if kind == "cluster" else None
+        for steps in (4, 5):
+            hook = hookbridge.CallbackHook(
+                [rec], logs={"loss": "loss"}, steps_per_epoch=3, batch_size=2, is_chief=is_chief
+            )
+            est.train(input_fn, steps=steps, hooks=[hook])
+
+    def without_batch_index(events):
+        return [(e[0], *e[2:]) if e[0] == "batch_end" else e for e in events]
+
+    plain, cluster = recs["plain"].events, recs["cluster"].events
+    assert without_batch_index(cluster) == without_batch_index(plain)
+    assert [e[0] for e in recs["cluster"].epochs()] == [0, 1, 1, 2]  # 4 steps, then 5 more
+    # the batch index counts this worker's runs: the continuation (at step 4, mid-epoch 1)
+    # starts at batch 0 in a cluster, at 1 (4 % 3) on a single machine
+    first = [i for i, e in enumerate(plain) if e[0] == "train_begin"][1] + 2
+    assert (plain[first][:2], cluster[first][:2]) == (("batch_end", 1), ("batch_end", 0))

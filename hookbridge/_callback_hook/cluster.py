@@ -121,7 +121,9 @@ class SharedRun:
     """What one worker's hook shares with the cluster: the global step and the stop variable.
 
     Built in ``begin()`` (:meth:`build`), initialized in each ``after_create_session``
-    (:meth:`initialize`); each run fetches :attr:`fetches`, whose values :meth:`take` keeps.
+    (:meth:`initialize`); each run fetches :attr:`fetch` (``[global step, stop]``: the
+    variables themselves, so a graph that orders its increment after the global step's read
+    gives the step before the run, without a race), whose values :meth:`take` keeps.
     """
 
     __slots__ = (
@@ -129,7 +131,7 @@ class SharedRun:
         "_initialized",
         "_publish",
         "_reset",
-        "fetches",
+        "fetch",
         "global_step",
         "is_chief",
         "published",
@@ -181,8 +183,8 @@ class SharedRun:
             self._init = var.initializer
             self._reset = tf.compat.v1.assign(var, False).op
             self._publish = tf.compat.v1.assign(var, True).op
+        self.fetch = [global_step, var]
         self.stop_variable = var
-        self.fetches = [global_step, var]
         self.published = False
         self.stop = False
 
@@ -201,11 +203,11 @@ class SharedRun:
             session.run(self._init)
         self.stop = False
 
-    def take(self, step: Any, stop: Any) -> None:
-        """Keeps the values a run fetched (the global step read in the run races its increment:
-        it is the step before or, sometimes, after the run)."""
-        self.step = int(step)
-        self.stop = bool(stop)
+    def take(self, values: Any) -> None:
+        """Keeps the values a run fetched: ``[global step, stop]`` (the global step read in the
+        run races its increment: it is the step before or, sometimes, after the run)."""
+        self.step = int(values[0])
+        self.stop = bool(values[1])
 
     def epoch_closed(self, session: Any, epoch: int) -> int | None:
         """Whether the shared step passed the end of ``epoch`` with this worker's latest run.
@@ -218,8 +220,7 @@ class SharedRun:
         boundary = (epoch + 1) * self.steps_per_epoch
         if self.step + 1 < boundary:
             return None
-        step, stop = session.run(self.fetches)
-        self.take(step, stop)
+        self.take(session.run(self.fetch))
         return self.step if self.step >= boundary else None
 
     def publish_stop(self, session: Any) -> None:

@@ -389,8 +389,9 @@ class CallbackHook(SessionRunHook):
         self._shared = shared = cluster.SharedRun(self.is_chief, self._steps_per_epoch)
         shared.build(graph, self._global_step)
         self._own = self._args is not None
-        own = [self._args.fetches] if self._args is not None else []
-        self._args = SessionRunArgs([*own, *shared.fetches])
+        self._args = SessionRunArgs(
+            shared.fetch if self._args is None else [self._args.fetches, shared.fetch]
+        )
 
     def _resolve_mode(self, graph: tf.Graph) -> str:
         """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
@@ -481,9 +482,11 @@ class CallbackHook(SessionRunHook):
         means = self._means
         results = run_values.results
         if self._shared is not None:
-            *own, step, stop = results
-            self._shared.take(step, stop)
-            results = own[0] if self._own else None
+            if self._own:
+                results, shared_values = results
+            else:
+                results, shared_values = None, results
+            self._shared.take(shared_values)
         if self._add is None:
             means.count += 1
         else:

@@ -166,8 +166,7 @@ def test_no_process_left_behind(scenario):
 def test_killed_worker_restarts_at_the_shared_step(scenario):
     """(a) A worker killed with SIGKILL and started again (same task, same port) joins at the shared
     global step, as native TF1 does, and its CallbackHook numbers epochs from that step (epoch =
-    step // steps_per_epoch), not from 0;
-    the chief trains on meanwhile, in its one session."""
+    step // steps_per_epoch), not from 0; the chief trains on meanwhile, in its one session."""
     killed, restarted, chief = (scenario.records[n] for n in ("w1a", "w1b", "w0"))
     # The killed process: its record ends at its death (no on_train_end, no end()).
     assert len(events(killed, "on_train_begin")) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -184,6 +185,53 @@ def test_session_recovery_does_not_restart_training():
     )
     assert [e[0] for e in rec.events].count("train_begin") == 1
     assert rec.events[-1][0] == "train_end"
+
+
+class AbortAtRun(tf.compat.v1.train.SessionRunHook):
+    """Raises AbortedError (a preemption: MonitoredSession recreates the session and retries
+    the run) from the ``at``-th run's after_run."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def after_run(self, run_context, run_values):
+        self.calls += 1
+        if self.calls == self.at:
+            raise tf.errors.AbortedError(None, None, "simulated preemption")
+
+
+def test_recovery_mid_epoch_loses_in_graph_sums_and_says_so():
+    """Only epoch-level callbacks: the epoch's sums live in the graph (an op per run, no fetch).
+    A session recovery mid-epoch loses them with the failed session, and the hook warns instead
+    of being silent. Four after_runs make the epoch (runs 1, 2, the retried 2, 3: MonitoredSession
+    repeats the aborted run, natively too); its log averages the two after the recovery, 4.0,
+    where every run counted gives 3.0, as a batch-level listener (which fetches) reports."""
+    history = keras.callbacks.History()
+    with pytest.warns(UserWarning, match="sums were lost with the failed session"):
+        run(
+            lambda t: [
+                hookbridge.CallbackHook(
+                    [history], logs={"loss": "loss"}, steps_per_epoch=4, batch_size=1
+                ),
+                AbortAtRun(2),
+            ],
+            [1.0, 3.0, 5.0, 7.0],
+        )
+    assert history.history == {"loss": [4.0, 7.0]}
+    rec = Recorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run(
+            lambda t: [
+                hookbridge.CallbackHook(
+                    [rec], logs={"loss": "loss"}, steps_per_epoch=4, batch_size=1
+                ),
+                AbortAtRun(2),
+            ],
+            [1.0, 3.0, 5.0, 7.0],
+        )
+    epochs = [e[2]["loss"] for e in rec.events if e[0] == "epoch_end"]
+    assert epochs == [pytest.approx((1.0 + 3.0 + 3.0 + 5.0) / 4), 7.0]
 
 
 def test_history_csv_progbar_lambda(tmp_path, capsys):

@@ -330,18 +330,6 @@ def test_epoch_logs_are_the_means_of_the_workers_own_runs(scenario):
     assert checked >= 15
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "CallbackHook re-initializes its in-graph epoch sums (GraphSums, used when no callback "
-        "reads batch logs, as on worker 1) in every after_create_session, so the epoch in "
-        "progress at a session recovery forgets the worker's runs before it, while the fetched "
-        "path (the chief) keeps them. Not resetting is no fix: the failed run's in-graph update "
-        "can have run before the failure, and its retry adds again (measured). Fix: in cluster "
-        "mode (is_chief given) fetch the log tensors instead of GraphSums (each run fetches "
-        "the step and the stop variable already); checked by a patched run of this test"
-    ),
-)
 def test_the_epoch_spanning_a_session_recovery_counts_every_run(scenario):
     """The epoch in progress on worker 1 when the ps restarted: its log is the mean of all the
     runs worker 1 made in it, before and after its session was recreated, as on the chief."""
@@ -361,16 +349,6 @@ def test_the_epoch_spanning_a_session_recovery_counts_every_run(scenario):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "CallbackHook(is_chief=...) does not look at the shared step when MonitoredSession "
-        "recreates a session: the epoch a worker had open stays open until its next run, which "
-        "counts in it although the shared step passed that epoch's end while the worker's "
-        "session was down (fix: in after_create_session on recovery, close the open epoch when "
-        "the step read there is past its end, and open the next with step // steps_per_epoch)"
-    ),
-)
 def test_a_recovered_worker_closes_the_epoch_the_shared_step_passed(scenario):
     """While worker 1's session was down (the ps restart, then SessionManager's readiness wait),
     the chief trained past the end of the epoch worker 1 had open. Epochs follow the shared step:

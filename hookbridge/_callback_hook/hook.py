@@ -431,7 +431,9 @@ class CallbackHook(SessionRunHook):
             )
         means = self._means
         self._sums = None
-        if tensors and not self._batch_end:
+        # Not in a cluster: there sessions are recovered (a parameter server restarts), and the
+        # sums of the runs before a recovery would be lost with the session that held them.
+        if tensors and not self._batch_end and self.is_chief is None:
             self._sums = GraphSums.build(graph, tensors, weight)
         if not tensors:
             self._args, self._add = None, None
@@ -452,9 +454,13 @@ class CallbackHook(SessionRunHook):
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._state.session = session
         if self._sums is not None:
+            if self._started and self._epoch_open and self._batch > self._epoch_first_batch:
+                self._warn_sums_lost()
             self._sums.initialize(session)
         if self._shared is not None:
             self._shared.initialize(session, first=not self._started)
+            if self._started and self._training:
+                self._catch_up_after_recovery(session, coord)
         if not self._started:  # not again on session recovery
             self._started = True
             if self._training:
@@ -523,6 +529,39 @@ class CallbackHook(SessionRunHook):
             run_context.request_stop()
         elif shared.stop:
             run_context.request_stop()  # the chief's callbacks stopped training
+
+    def _catch_up_after_recovery(self, session: Any, coord: Any) -> None:
+        """Cluster mode, a recovered session: the shared step may have passed the end of the
+        epoch this worker has open while it waited (the other workers trained on), so close it
+        now, as its next run would have, rather than count that run in the old epoch."""
+        shared = self._shared
+        assert shared is not None
+        if not self._epoch_open:
+            return
+        step = int(session.run(self._global_step))
+        shared.step = step
+        if step < (self._epoch + 1) * shared.steps_per_epoch:
+            return
+        if self._batch > self._epoch_first_batch:
+            self._end_epoch()
+        else:
+            self._epoch_open = False
+        self._epoch = max(self._epoch, step // shared.steps_per_epoch)
+        if self._finished():
+            coord.request_stop()
+
+    def _warn_sums_lost(self) -> None:
+        """A session recovery with the epoch's sums kept in the graph: they were lost with the
+        failed session. Said, not silent: the epoch's logs will average the later runs only."""
+        warnings.warn(
+            f"CallbackHook: the session was recovered (AbortedError / UnavailableError) in the "
+            f"middle of epoch {self._epoch}; its logs were summed in the graph (no callback "
+            "reads batch logs) and those sums were lost with the failed session, so the "
+            "epoch's logs average only the runs after the recovery. Pass is_chief= on the "
+            "workers of a cluster (the values are then fetched with each run), or add a "
+            "callback with on_train_batch_end to keep every run's values.",
+            stacklevel=3,
+        )
 
     def _finished(self) -> bool:
         """Whether the epoch count reached ``epochs`` (with ``steps_per_epoch``)."""

@@ -271,6 +271,18 @@ def test_multiworker_keras_stop_before_the_bridge_is_agreed(multiworker, data):
     assert not any("after this step" in w for w in worker["warnings"])
 
 
+def test_multiworker_agree_stops_false_builds_no_collective(multiworker):
+    """``agree_stops=False``: no agreement is built (no collective per step); every worker runs
+    the same StopAtStepHook, so both end after step 3 on their own, and the warning says that
+    stops are not agreed."""
+    chief, worker = (r["scenarios"]["unagreed"] for r in multiworker)
+    assert [chief["error"], worker["error"]] == [None, None]
+    assert [chief["iterations"], worker["iterations"]] == [3, 3]
+    assert [chief["agreement_built"], worker["agreement_built"]] == [False, False]
+    for got in (chief, worker):
+        assert any("agree_stops=False" in w for w in got["warnings"]), got["warnings"]
+
+
 def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):
     """examples/distributed/mirrored_fit.py, run as a user runs it: MirroredStrategy over 2
     logical CPUs; StopAtStepHook(last_step=10) stops fit after global step 10 (mid-epoch 2, as
@@ -322,3 +334,5 @@ def test_single_worker_runs_build_no_stop_agreement(data):
         model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[bridge])
         assert int(model.optimizer.iterations.numpy()) == 5
     assert _native_stop(lambda: [tf.compat.v1.train.StopAtStepHook(last_step=5)]) == (5, None)
+    with pytest.raises(TypeError, match="agree_stops must be True or False"):
+        hookbridge.HookCallback([], agree_stops="yes")

@@ -86,7 +86,9 @@ def _warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
             "workers: a hook that raises on one worker leaves the others waiting in their next "
             "collective"
             if mode != "train"
-            else "Stops are not agreed across workers under this strategy"
+            else "agree_stops=False: stops are not agreed across workers, so stop every "
+            "worker on the same condition (StopAtStepHook, the reduced loss): a worker stopping "
+            "alone leaves the others waiting in their next collective"
         )
     warnings.warn(
         f"HookCallback runs its hooks on each of the {workers} workers of this multi-worker "
@@ -144,7 +146,9 @@ class HookCallback(keras.callbacks.Callback):
     exception from ``on_train_end`` (after Keras's end of epoch, which every worker must run
     together), the others stop cleanly with a warning naming it. A hook raising in ``begin`` /
     ``after_create_session`` on one worker makes every worker's ``fit`` raise before its first
-    step. Single-worker runs have no collective and no cost.
+    step. Single-worker runs have no collective and no cost. The collective costs one round
+    trip between the workers per step (``docs/distributed.md``); ``agree_stops=False`` leaves it
+    out when every worker stops on the same condition anyway.
 
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
@@ -182,6 +186,11 @@ class HookCallback(keras.callbacks.Callback):
             multi-worker strategy (``strategy.extended.should_checkpoint``), before the others,
             as ``MonitoredTrainingSession(chief_only_hooks=...)``: the hooks that write files.
             Without a multi-worker strategy this process is the chief and they always run.
+        agree_stops: under ``MultiWorkerMirroredStrategy``, whether the workers agree on stops
+            after each training step (default ``True``). ``False`` saves that collective per
+            step; then every worker must stop on the same condition (``StopAtStepHook``,
+            a ``NanTensorHook`` on the reduced loss), or the others wait for ever in their next
+            collective. No effect on a single worker.
 
     Raises:
         TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
@@ -204,10 +213,16 @@ class HookCallback(keras.callbacks.Callback):
         profile_dir: str | None = None,
         scaffold: ScaffoldArg = None,
         chief_only_hooks: HooksArg | None = None,
+        agree_stops: bool = True,
     ) -> None:
         super().__init__()
         self._make_hooks, self._hooks = _hook_factory(hooks, "hooks")
         self._make_chief_hooks, _ = _hook_factory(chief_only_hooks, "chief_only_hooks")
+        if not isinstance(agree_stops, bool):
+            raise TypeError(
+                f"HookCallback: agree_stops must be True or False, received {agree_stops!r}."
+            )
+        self._agree_stops = agree_stops
         self._log_names = list(log_names)
         self._session_config = session_config or tf.compat.v1.ConfigProto(
             intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1
@@ -340,7 +355,8 @@ class HookCallback(keras.callbacks.Callback):
             raise RuntimeError(
                 "HookCallback has no model: pass it to model.fit/evaluate/predict(callbacks=...)."
             )
-        agreement = StopAgreement.for_model(model) if mode == "train" else None
+        agreed = mode == "train" and self._agree_stops
+        agreement = StopAgreement.for_model(model) if agreed else None
         _warn_multi_worker(model, mode, agreement is not None)
         try:
             run = self._start_run(mode, model)

@@ -2,7 +2,8 @@
 
 ``python multiworker_fit.py OUT_DIR [SCENARIO ...]`` with ``TF_CONFIG`` set by the caller. Runs
 each stop scenario of ``multiworker_hooks.SCENARIOS`` (default: all, in that order) as one fit of
-a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), then ``basic`` (hooks on
+a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), ``unagreed``
+(``agree_stops=False``, the same StopAtStepHook on both), then ``basic`` (hooks on
 every worker, chief-only hooks on the chief, then an evaluate), which also shows that both
 workers still train together after every stop and failure before it. Prints one
 JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
@@ -111,6 +112,17 @@ def keras_stop_scenario(strategy, index: int) -> dict:
     return fit(model, [*callbacks, hookbridge.HookCallback([])], EPOCHS, STEPS_PER_EPOCH)
 
 
+def unagreed_scenario(strategy) -> dict:
+    """``agree_stops=False`` with the same stop condition on every worker: ``StopAtStepHook``
+    (``last_step=3``) ends both after step 3, without the per-step collective."""
+    bridge = hookbridge.HookCallback(
+        lambda: [tf.compat.v1.train.StopAtStepHook(last_step=3)], agree_stops=False
+    )
+    got = fit(build_model(strategy), bridge, EPOCHS, STEPS_PER_EPOCH)
+    got["agreement_built"] = bridge._agreement is not None
+    return got
+
+
 def basic_scenario(strategy) -> dict:
     hook, chief_hook = CountingHook(), CountingHook()
     bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
@@ -136,8 +148,10 @@ def main(out_dir: str, names: list[str]) -> None:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     index = int(strategy.cluster_resolver.task_id)
     results: dict = {}
-    for name in names or [*SCENARIOS, "keras_stop", "basic"]:
-        if name == "basic":
+    for name in names or [*SCENARIOS, "keras_stop", "unagreed", "basic"]:
+        if name == "unagreed":
+            got = unagreed_scenario(strategy)
+        elif name == "basic":
             got = basic_scenario(strategy)
         elif name == "keras_stop":
             got = keras_stop_scenario(strategy, index)

@@ -327,6 +327,46 @@ def test_training_hooks_do_not_run_during_validation(data):
     assert [e[0] for e in rec.events].count("after_run") == 8
 
 
+class _EndsInput(tf.compat.v1.train.SessionRunHook):
+    """Signals the end of input after its second run; its end() then raises it too."""
+
+    def __init__(self):
+        self.events = []
+
+    def begin(self):
+        self.events.append("begin")
+
+    def after_run(self, run_context, run_values):
+        self.events.append("after_run")
+        if self.events.count("after_run") == 2:
+            raise tf.errors.OutOfRangeError(None, None, "input ended")
+
+    def end(self, session):
+        self.events.append("end")
+        raise tf.errors.OutOfRangeError(None, None, "end() failed")
+
+
+def test_end_of_input_with_validation_keeps_the_end_error_and_runs_no_hooks_there(data):
+    """Natively the error end() raises reaches the caller; fit's validation, after the hooks
+    ended, must neither start the training hooks again nor lose that error."""
+    native = _EndsInput()
+    with pytest.raises(tf.errors.OutOfRangeError, match=r"end\(\) failed"):
+        run_native([native], steps=5)
+    x, y = data
+    bridged = _EndsInput()
+    with pytest.raises(tf.errors.OutOfRangeError, match=r"end\(\) failed"):
+        make_model().fit(
+            x,
+            y,
+            batch_size=16,
+            epochs=2,
+            verbose=0,
+            validation_data=(x, y),
+            callbacks=[hookbridge.HookCallback([bridged])],
+        )
+    assert bridged.events == native.events == ["begin", "after_run", "after_run", "end"]
+
+
 def test_steps_per_execution_runs_hooks_once_per_execution_and_warns(data):
     x, y = data
     model = make_model(steps_per_execution=2)

@@ -231,6 +231,7 @@ class HookCallback(keras.callbacks.Callback):
         self._scaffold = scaffold
         self._run: BridgeRun | None = None
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
+        self._fitting = False  # between on_train_begin and on_train_end: test events are fit's
         self._keras: KerasAccess | None = None
         self._warned_spe = False
         self._agreement: StopAgreement | None = None  # a multi-worker fit's, while it runs
@@ -272,9 +273,11 @@ class HookCallback(keras.callbacks.Callback):
 
     # ---------------------------------------------------------------- Keras entry points
     def on_train_begin(self, logs=None):
+        self._fitting = True
         self._start("train")
 
     def on_train_end(self, logs=None):
+        self._fitting = False
         self._finish("train")
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -301,7 +304,9 @@ class HookCallback(keras.callbacks.Callback):
             self._after(batch, logs)
 
     def on_test_begin(self, logs=None):
-        if self._run is None:  # not fit's validation: training hooks don't run there
+        # fit's validation runs no hooks: the training hooks are not evaluation hooks (and
+        # their run may have ended early, by end of input, with an end() error pending)
+        if not self._fitting and self._run is None:
             self._start("test")
 
     def on_test_end(self, logs=None):

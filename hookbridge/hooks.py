@@ -115,7 +115,8 @@ class HistorySaverHook(SessionRunHook):
 
     Each saved row holds the mean and the sum of the loss tensor's values (a per-example loss
     vector gives the batch's mean and total loss; a scalar loss gives itself twice) and the step
-    (the global step after the run, or the count of runs when the graph has no global step).
+    (the global step after the run, read in a run of its own on saving steps as TF1's
+    ``StepCounterHook`` reads it, or the count of runs when the graph has no global step).
 
     Args:
         every_n_step: save every this many runs of the session.
@@ -144,10 +145,7 @@ class HistorySaverHook(SessionRunHook):
     def begin(self) -> None:
         self._loss = _loss_tensor(self._loss_arg, "HistorySaverHook")
         self._step = _global_step_read()
-        fetches = {"loss": self._loss}
-        if self._step is not None:
-            fetches["step"] = self._step
-        self._args = SessionRunArgs(fetches)
+        self._args = SessionRunArgs(self._loss)
         self._count = 0
         self.history = TrainingHistory()
 
@@ -160,12 +158,15 @@ class HistorySaverHook(SessionRunHook):
         self._count += 1
         if self._count % self.every_n_step:
             return
-        results = run_values.results
-        values = np.asarray(results["loss"], dtype=np.float64)
+        values = np.asarray(run_values.results, dtype=np.float64)
         h = self.history
         h.mean_losses.append(float(values.mean()))
         h.total_losses.append(float(values.sum()))
-        h.steps.append(int(results["step"]) + 1 if "step" in results else self._count)
+        # The step is read after the run, as StepCounterHook reads it: a read fetched with the
+        # train op is unordered against its increment (TF races them) unless the model orders it.
+        h.steps.append(
+            self._count if self._step is None else int(run_context.session.run(self._step))
+        )
 
 
 class ProgressBarHook(SessionRunHook):

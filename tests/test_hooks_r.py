@@ -11,17 +11,17 @@ from hookbridge import _tfcompat
 from hookbridge.hooks import HistorySaverHook, ProgressBarHook
 
 
-def train(hooks_fn, steps):
+def train(hooks_fn, steps, increment=1):
     g = tf.Graph()
     with g.as_default():
         gs = tf.compat.v1.train.get_or_create_global_step()
         # per-example losses of a batch of 8 whose values grow with the step
         per_example = tf.cast(gs + 1, tf.float32) * tf.range(1.0, 9.0)
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, per_example)
-        # As Estimator orders it: the step increments after the run's reads of the global step,
-        # so a fetch of it in the same run is the stale value (unordered, TF races: DESIGN.md).
+        # The step increments after the run's reads of the global step, so a fetch of it in the
+        # same run is the stale value (in a model_fn that orders nothing, TF races the two).
         with tf.control_dependencies([per_example, _tfcompat.global_step_read_tensor(g)]):
-            train_op = tf.compat.v1.assign_add(gs, 1)
+            train_op = tf.compat.v1.assign_add(gs, increment)
         hooks = hooks_fn()
         with tf.compat.v1.train.MonitoredSession(
             hooks=hooks + [tf.compat.v1.train.StopAtStepHook(last_step=steps)]
@@ -47,6 +47,18 @@ def test_history_saver_table_csv_and_png(tmp_path):
     png = tmp_path / "history.png"
     h.plot(str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("increment, steps", [(1, [2, 4, 6]), (2, [4, 8, 12])])
+def test_history_saver_records_the_global_step_after_the_run(increment, steps):
+    # Estimator.train(steps=6) with every_n_step=2 once recorded [2, 4, 7] in CI: the step was
+    # the read fetched with the train op plus one, and TF had run that read after the increment.
+    # The step is now read after the run, so it is exact however the run advances it (here also
+    # by 2 a run, as a train op running several steps per run does).
+    (hook,) = train(lambda: [HistorySaverHook(every_n_step=2)], steps=6 * increment, increment=increment)
+    assert hook.history.steps == steps
+    # run k computes its loss with the global step before its increment: (k - 1) * increment
+    assert hook.history.mean_losses == [((k - 1) * increment + 1) * 4.5 for k in (2, 4, 6)]
 
 
 def test_progress_bar_is_keras_progbar(capsys):

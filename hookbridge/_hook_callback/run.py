@@ -85,6 +85,7 @@ class BridgeRun:
         self._before_hooks: list = []
         self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
         self._after_hooks: list = []
+        self._same_hooks = False  # whether the before_run and the after_run hooks are the same
         self._before_scope: Any = self.scope
         self._after_scope: Any = self.scope
         self._feeds: dict = {}
@@ -125,6 +126,9 @@ class BridgeRun:
         self._before_hooks = [h for h in self.hooks if overrides(h, "before_run")]
         self._last_plans = [(None, None)] * len(self._before_hooks)
         self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
+        self._same_hooks = len(self._before_hooks) == len(self._after_hooks) and all(
+            b is a for b, a in zip(self._before_hooks, self._after_hooks)
+        )
         # Each phase enters the graph only if one of its hooks may need it (graph_free.py).
         if not any(needs_graph(h, "before_run") for h in self._before_hooks):
             self._before_scope = _NO_SCOPE
@@ -213,36 +217,43 @@ class BridgeRun:
         self._options = None
         if not self._before_hooks:
             return
+        if self._before_scope is _NO_SCOPE:  # graph-free hooks: no context manager per step
+            self._ask(context)
+        else:
+            with self._before_scope:
+                self._ask(context)
+
+    def _ask(self, context: Any) -> None:
+        """Every ``before_run``: the step's fetch plans, feeds and options."""
         last = self._last_plans
-        with self._before_scope:
-            for i, hook in enumerate(self._before_hooks):
-                request = hook.before_run(context)
-                if request is None:
-                    continue
-                if not isinstance(request, SessionRunArgs):
-                    raise TypeError(
-                        f"{type(hook).__name__}.before_run returned {request!r} of type "
-                        f"{type(request).__name__}; a SessionRunHook must return None or "
-                        "tf.compat.v1.train.SessionRunArgs."
-                    )
-                fetches, feed_dict, options = request
-                if fetches is not None:
-                    # Most hooks fetch the same tensor object every step: its plan is the one
-                    # this hook used last time, with no lookup. (A container is planned by its
-                    # contents every time: the hook may have changed it.)
-                    source, plan = last[i]
-                    if fetches is not source:
-                        plan = self.resolver.plan(fetches)
-                        last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
-                    self._pending.append(hook)
-                    self._pending_plans.append(plan)
-                if feed_dict:
-                    self._check_feeds(hook, feed_dict)
-                    _merge.merge_feeds(self._feeds, feed_dict)
-                if options:
-                    if self._options is None:
-                        self._options = RunOptions()
-                    _merge.merge_run_options(self._options, options)
+        for i, hook in enumerate(self._before_hooks):
+            request = hook.before_run(context)
+            if request is None:
+                continue
+            if not isinstance(request, SessionRunArgs):
+                raise TypeError(
+                    f"{type(hook).__name__}.before_run returned {request!r} of type "
+                    f"{type(request).__name__}; a SessionRunHook must return None or "
+                    "tf.compat.v1.train.SessionRunArgs."
+                )
+            fetches, feed_dict, options = request
+            if fetches is not None:
+                # Most hooks fetch the same tensor object every step: its plan is the one
+                # this hook used last time, with no lookup. (A container is planned by its
+                # contents every time: the hook may have changed it.)
+                source, plan = last[i]
+                if fetches is not source:
+                    plan = self.resolver.plan(fetches)
+                    last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
+                self._pending.append(hook)
+                self._pending_plans.append(plan)
+            if feed_dict:
+                self._check_feeds(hook, feed_dict)
+                _merge.merge_feeds(self._feeds, feed_dict)
+            if options:
+                if self._options is None:
+                    self._options = RunOptions()
+                _merge.merge_run_options(self._options, options)
 
     def _recover_or_close(self, error: BaseException) -> None:
         """Recovers from a preemption error; if that fails, closes and raises."""
@@ -293,25 +304,35 @@ class BridgeRun:
         return self.stop_requested
 
     def _call_after_run(self) -> None:
+        if self._after_scope is _NO_SCOPE:  # graph-free hooks: no context manager per step
+            self._tell()
+        else:
+            with self._after_scope:
+                self._tell()
+
+    def _tell(self) -> None:
+        """The merged run of the step's fetches, then every ``after_run`` with its results."""
         context, after_hooks = self._context, self._after_hooks
-        with self._after_scope:
-            if self._pending:
-                results, options, run_metadata = self._merged_run()
-            else:
-                results, options, run_metadata = (
-                    None,
-                    self._options or RunOptions(),
-                    RunMetadata(),
+        if self._pending:
+            results, options, run_metadata = self._merged_run()
+        else:
+            results, options, run_metadata = (
+                None,
+                self._options or RunOptions(),
+                RunMetadata(),
+            )
+        if results is None:  # nobody fetched: one (immutable) value for every hook
+            values = SessionRunValues(None, options, run_metadata)
+            for hook in after_hooks:
+                hook.after_run(context, values)
+        elif type(results) is list:  # in the order of after_hooks (see _merged_run)
+            for hook, result in zip(after_hooks, results):
+                hook.after_run(context, SessionRunValues(result, options, run_metadata))
+        else:
+            for hook in after_hooks:
+                hook.after_run(
+                    context, SessionRunValues(results.get(hook), options, run_metadata)
                 )
-            if results is None:  # nobody fetched: one (immutable) value for every hook
-                values = SessionRunValues(None, options, run_metadata)
-                for hook in after_hooks:
-                    hook.after_run(context, values)
-            else:
-                for hook in after_hooks:
-                    hook.after_run(
-                        context, SessionRunValues(results.get(hook), options, run_metadata)
-                    )
 
     def _retry_after(self, batch: int, error: BaseException) -> None:
         """A preemption error after the Keras step: new session, then every before_run again
@@ -381,13 +402,18 @@ class BridgeRun:
                 session.close()
 
     # -- internals ----------------------------------------------------------------------------
-    def _merged_run(self) -> tuple[dict, Any, Any]:
-        """One run of every hook's fetches (the global step fetched in it is the stale value)."""
+    def _merged_run(self) -> tuple[Any, Any, Any]:
+        """One run of every hook's fetches (the global step fetched in it is the stale value).
+
+        The results come as a list in the order of the ``after_run`` hooks when those are the
+        hooks that fetched (the usual case: no mapping per step), else as a dict by hook."""
         options = self._options or RunOptions()
         run_metadata = RunMetadata()
         got = self.resolver.run_plans(
             self._pending_plans, self._feeds, self._options, run_metadata, stale=True
         )
+        if self._same_hooks and len(self._pending) == len(self._after_hooks):
+            return got, options, run_metadata  # _pending: an ordered subset of the same hooks
         return dict(zip(self._pending, got)), options, run_metadata
 
     def _check_feeds(self, hook: SessionRunHook, feed_dict: dict) -> None:

@@ -140,7 +140,9 @@ class Resolver:
         """The value the bridge holds for ``element``, as ``Session.run`` would return it; the
         global step is the pre-step value in the merged run (``stale``), else the current one."""
         kind, key = ref
-        if kind is _STEP:  # most hooks fetch it, every step: GlobalStep.current() inlined
+        if kind is _BATCH:  # the loss and the metrics: the most fetched
+            value = self.values.batch(key)
+        elif kind is _STEP:  # most hooks fetch it, every step: GlobalStep.current() inlined
             global_step = self.global_step
             if stale:
                 step = global_step.pre
@@ -153,12 +155,13 @@ class Resolver:
                 value = np.int64(step)
                 self._step_cache = (step, value)
             return value
-        if kind is _OUTPUTS:
+        elif kind is _OUTPUTS:
             value = self._outputs
             if value is None:
                 raise ValueError(f"hookbridge: {element.name} has no value before a predict step.")
             return np.asarray(value, dtype=np.float32)
-        value = self.values.batch(key) if kind is _BATCH else self.values.means.get(key)
+        else:
+            value = self.values.means.get(key)
         if value is None:
             raise ValueError(
                 f"hookbridge: {element.name} has no value yet: Keras has not logged "
@@ -220,12 +223,18 @@ class Resolver:
         stale: bool,
     ) -> list:
         """The results of ``plans``: held values from Python, the rest in ONE session run."""
+        if not feed_dict:
+            for plan in plans:
+                if plan.single is None:
+                    break
+            else:  # the usual step: each plan a lone tensor the bridge holds (loss, step)
+                held = self.held
+                return [held(plan.single, plan.elements[0], stale) for plan in plans]
         results: list = [None] * len(plans)
         per_plan = []
         unknown: dict = {}
         for j, plan in enumerate(plans):
-            if plan.single is not None and not feed_dict:
-                # A lone held tensor (the global step, the loss): its value, no mapping.
+            if plan.single is not None and not feed_dict:  # a lone held tensor: no mapping
                 results[j] = self.held(plan.single, plan.elements[0], stale)
                 continue
             values = [None] * len(plan.elements)

@@ -22,6 +22,7 @@ CASES = (
     "wide_bare",
     "wide_standard",
     "cnn_bare",
+    "cnn_keras_noop",
     "cnn_standard",
     "cnn_keras_equiv",
     "ms_bare",

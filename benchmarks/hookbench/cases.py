@@ -203,6 +203,14 @@ def build_cases(workdir: str) -> dict[str, Case]:
             **cnn_sizes,
         ),
         fit_case(
+            "cnn_keras_noop",
+            "realistic: the CNN with a Keras callback doing nothing per batch",
+            cnn,
+            images,
+            lambda s: [NoopCallback()],
+            **cnn_sizes,
+        ),
+        fit_case(
             "cnn_standard",
             "realistic: the CNN with the standard hook set",
             cnn,

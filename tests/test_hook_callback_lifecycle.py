@@ -367,6 +367,48 @@ def test_end_of_input_with_validation_keeps_the_end_error_and_runs_no_hooks_ther
     assert bridged.events == native.events == ["begin", "after_run", "after_run", "end"]
 
 
+@pytest.mark.parametrize("where", ["hook", "keras"])
+def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
+    """Keras calls no on_train_end when fit raises. The same HookCallback passed to evaluate
+    afterwards runs its hooks there (fit is no longer running), and the crashed run's session
+    is closed without end(), as MonitoredSession closes on an exception."""
+    x, y = data
+    made = []
+
+    class Fails(Recorder):
+        def after_run(self, run_context, run_values):
+            super().after_run(run_context, run_values)
+            if where == "hook" and len(made) == 1 and len(self.results) == 2:
+                raise RuntimeError("hook failed")
+
+    class KerasFails(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if where == "keras" and batch == 1:
+                raise RuntimeError("keras callback failed")
+
+    def hooks():
+        made.append(Fails())
+        return [made[-1]]
+
+    cb = hookbridge.HookCallback(hooks)
+    model = make_model()
+    with pytest.raises(RuntimeError, match="failed"):
+        model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cb, KerasFails()])
+    model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[cb])
+    assert len(made) == 2
+    trained, evaluated = made
+    assert [e[0] for e in trained.events].count("after_run") == 2
+    assert "end" not in [e[0] for e in trained.events]  # closed without end(), as natively
+    assert [e[0] for e in evaluated.events] == [
+        "begin",
+        "after_create_session",
+        *["before_run", "after_run"] * 4,
+        "end",
+    ]
+    assert evaluated.events[-1] == ("end", 2)
+    assert cb.session is None
+
+
 def test_steps_per_execution_runs_hooks_once_per_execution_and_warns(data):
     x, y = data
     model = make_model(steps_per_execution=2)

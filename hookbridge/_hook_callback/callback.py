@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -68,6 +69,19 @@ def _worker_count(model: Any) -> int:
         return 1
     spec = resolver.cluster_spec()
     return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
+
+
+def _fit_is_running(model: Any) -> bool:
+    """Whether ``model.fit`` is on this thread's call stack, so that test events are fit's
+    validation. (A flag set in ``on_train_begin`` would outlive a ``fit`` that raised: Keras
+    calls no ``on_train_end`` then, and a later ``evaluate`` would run no hooks.) Walks the
+    frames once per ``evaluate``/``predict``, reading the locals only of frames named ``fit``."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
@@ -231,7 +245,6 @@ class HookCallback(keras.callbacks.Callback):
         self._scaffold = scaffold
         self._run: BridgeRun | None = None
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
-        self._fitting = False  # between on_train_begin and on_train_end: test events are fit's
         self._keras: KerasAccess | None = None
         self._warned_spe = False
         self._agreement: StopAgreement | None = None  # a multi-worker fit's, while it runs
@@ -273,11 +286,9 @@ class HookCallback(keras.callbacks.Callback):
 
     # ---------------------------------------------------------------- Keras entry points
     def on_train_begin(self, logs=None):
-        self._fitting = True
         self._start("train")
 
     def on_train_end(self, logs=None):
-        self._fitting = False
         self._finish("train")
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -306,7 +317,7 @@ class HookCallback(keras.callbacks.Callback):
     def on_test_begin(self, logs=None):
         # fit's validation runs no hooks: the training hooks are not evaluation hooks (and
         # their run may have ended early, by end of input, with an end() error pending)
-        if not self._fitting and self._run is None:
+        if not _fit_is_running(self.model):
             self._start("test")
 
     def on_test_end(self, logs=None):
@@ -323,7 +334,7 @@ class HookCallback(keras.callbacks.Callback):
             self._after(batch, logs)
 
     def on_predict_begin(self, logs=None):
-        if self._run is None:
+        if self._run is None or not _fit_is_running(self.model):
             self._start("predict")
 
     def on_predict_end(self, logs=None):

@@ -387,3 +387,20 @@ def test_a_builtin_the_results_do_not_cover_everywhere_is_unverified(tmp_path):
     }
     assert notes and finding.detail == "; ".join(sorted(notes))
     assert cli.main(["scan", str(tmp_path)]) == findings.EXIT_ATTENTION
+
+
+def test_estimator_hooks_is_an_entry_point_whose_hooks_run_in_fit(tmp_path):
+    source = (
+        "import tensorflow as tf\n"
+        "from hookbridge import HookCallback, estimator_hooks\n"
+        "cb = HookCallback(lambda: estimator_hooks(\n"
+        "    'model_dir', hooks=[tf.compat.v1.train.StopAtStepHook(last_step=10)],\n"
+        "    save_checkpoints_steps=100))\n"
+    )
+    result = scan(_write(tmp_path, source))
+    entry = _by(result, "job.py:3", "estimator_hooks")
+    assert entry.status == E
+    assert "CheckpointSaverHook" in entry.detail and entry.detail.endswith("(hooks: 1)")
+    (hook,) = [x for x in result.findings if x.kind == "hook"]
+    assert (hook.name, hook.status, hook.line) == ("StopAtStepHook", C, 4)
+    assert "in fit (HookCallback)" in hook.detail

@@ -18,6 +18,9 @@ from hookbridge._scan.modules import ClassInfo, ModuleInfo
 _HOOK_BASE = "SessionRunHook"
 _CALLBACK_BASE = "Callback"
 _ESTIMATOR_METHODS = ("train", "evaluate", "predict")
+#: Entry points whose hook arguments are counted, not taken as hook positions: the hooks of
+#: ``hookbridge.estimator_hooks(hooks=...)`` already run under the HookCallback around it.
+_COUNTED_ONLY = frozenset({"estimator_hooks"})
 #: Built-in hooks whose arguments may name tensors: {name: (positional index, keyword)}.
 _TENSOR_ARGS = {
     "LoggingTensorHook": (0, "tensors"),
@@ -236,6 +239,8 @@ class ModuleScan:
                 if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
                     index = None  # positional hooks only on a known Estimator (not model.predict)
                 value = self._argument(node, keyword, index)
+                if kind in _COUNTED_ONLY:
+                    continue
                 for element in self._elements(value):
                     if isinstance(element, ast.Call):
                         self.hook_positions.add(id(element))

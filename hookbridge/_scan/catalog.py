@@ -79,6 +79,11 @@ ENTRY_POINTS: Final = {
     "model_to_estimator": "a Keras model run as an Estimator: run it with fit instead",
     "HookCallback": "hookbridge: these hooks already run inside Keras",
     "CallbackHook": "hookbridge: these Keras callbacks already run inside the TF1 loop",
+    "estimator_hooks": (
+        "hookbridge: the hooks Estimator.train added unasked (CheckpointSaverHook, "
+        "SummarySaverHook, StepCounterHook, LoggingTensorHook, NanTensorHook), built for "
+        "HookCallback, with these hooks where Estimator placed them"
+    ),
 }
 #: Canned Estimators: entry points too.
 CANNED_ESTIMATORS: Final = frozenset(
@@ -114,6 +119,7 @@ HOOK_ARGUMENTS: Final = {
     "TrainSpec": {"hooks": 2},
     "EvalSpec": {"hooks": 3},
     "HookCallback": {"hooks": 0},
+    "estimator_hooks": {"hooks": None},
     "train": {"hooks": 1},
     "evaluate": {"hooks": 2},
     "predict": {"hooks": 2},

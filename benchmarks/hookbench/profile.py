@@ -12,6 +12,7 @@ TF's side of a fetch in a MonitoredSession run). ``profile`` adds a cProfile of 
 from __future__ import annotations
 
 import cProfile
+import functools
 import io
 import pstats
 import time
@@ -20,10 +21,21 @@ import tensorflow as tf
 
 from .cases import Case
 from .timing import Timings
-from .workloads import hook_classes
+from .workloads import callback_classes, hook_classes
 
 v1 = tf.compat.v1
 HOOKS_OWN = "hooks' own before_run/after_run"
+CALLBACKS_OWN = "callbacks' own on_* methods"
+#: The Keras callback methods CallbackHook may call while a session runs (per step or at an
+#: epoch's end, both inside its after_run).
+_CALLBACK_METHODS = (
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_batch_begin",
+    "on_batch_end",
+)
 #: Cases whose time inside the bridge is attributed, with the reference shown beside them.
 ATTRIBUTED = {
     "idle_1": "bare",
@@ -39,8 +51,8 @@ ATTRIBUTED = {
 
 def direct_timing(case: Case, steps: int, epochs: int = 1) -> dict[str, float]:
     """Seconds spent in the bridge's per-step entry points during ``case.run(steps, epochs)``,
-    and, under ``HOOKS_OWN``, inside the hooks' ``before_run``/``after_run`` (called from those
-    entry points)."""
+    and, under ``HOOKS_OWN`` / ``CALLBACKS_OWN``, inside the hooks' ``before_run``/``after_run``
+    and the Keras callbacks' own methods (called from those entry points)."""
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._hook_callback.callback import HookCallback
 
@@ -52,14 +64,23 @@ def direct_timing(case: Case, steps: int, epochs: int = 1) -> dict[str, float]:
         (CallbackHook, ("before_run", "after_run"), None),
     ]
     targets += [(cls, ("before_run", "after_run"), HOOKS_OWN) for cls in hook_classes()]
+    # Only the methods a callback class defines itself: those are the ones it overrides, so
+    # wrapping them changes nothing of which methods CallbackHook dispatches.
+    targets += [
+        (cls, tuple(m for m in _CALLBACK_METHODS if m in vars(cls)), CALLBACKS_OWN)
+        for cls in callback_classes()
+    ]
     clock = time.perf_counter
     for cls, names, group in targets:
         for attr in names:
             original = getattr(cls, attr)
-            if group is not None and original is getattr(base, attr):
+            if group is not None and original is getattr(base, attr, None):
                 continue  # not overridden: the bridge never calls it
             label = group or f"{cls.__name__}.{attr}"
 
+            # wraps: the name and Keras's default marks stay (CallbackHook decides by them
+            # which methods to call, and in which mode)
+            @functools.wraps(original)
             def wrapper(*a, _f=original, _label=label, **k):
                 t0 = clock()
                 try:
@@ -87,7 +108,8 @@ def attribute(
     of the sizes ``timing.measure`` used)."""
     rows = [
         (
-            "| case | in the bridge, µs/step | of which hooks' own code | bridge machinery "
+            "| case | in the bridge, µs/step | of which the hooks' / callbacks' own code "
+            "| bridge machinery "
             "| reference's fastest epoch, µs/step |"
         ),
         "|---|---|---|---|---|",
@@ -101,8 +123,8 @@ def attribute(
             n_steps, n_epochs = case.steps or steps, case.epochs or epochs
         spent = direct_timing(case, n_steps, 1 + n_epochs)
         n = n_steps * (1 + n_epochs)
-        entry = sum(v for k, v in spent.items() if k != HOOKS_OWN) / n * 1e6
-        own = spent.get(HOOKS_OWN, 0.0) / n * 1e6
+        entry = sum(v for k, v in spent.items() if k not in (HOOKS_OWN, CALLBACKS_OWN)) / n * 1e6
+        own = (spent.get(HOOKS_OWN, 0.0) + spent.get(CALLBACKS_OWN, 0.0)) / n * 1e6
         rows.append(
             f"| {name} | {entry:.1f} | {own:.1f} | {entry - own:.1f} "
             f"| {ref} {timings.low_us(ref):.0f} |"

@@ -199,3 +199,12 @@ def hook_classes() -> tuple[type, ...]:
         t.SummarySaverHook,
         t.CheckpointSaverHook,
     )
+
+
+def callback_classes() -> tuple[type, ...]:
+    """The Keras callback classes CallbackHook runs in the ``ms_callback_hook`` cases: attribution
+    separates their own methods' time (Keras's work, e.g. EarlyStopping's comparison at each
+    epoch end) from the bridge's."""
+    c = keras.callbacks
+    return (c.History, c.EarlyStopping, c.CSVLogger, c.TerminateOnNaN)
+

@@ -61,11 +61,15 @@ def run_native(make_hooks, steps: int, loss_values=None):
         )
         loss = tf.identity(loss_in, name="loss")
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
-        # As Estimator does: the train op runs after the global step is read, so a fetch of the
-        # step in the same run is deterministically the stale value.
+        # The train op runs after every read of the global step, so a fetch of the step in the
+        # same run is deterministically the stale value: Estimator's read tensor (what the
+        # built-in hooks fetch) and the variable's own read (what a fetch of the variable maps
+        # to; TF1 leaves its order against the increment to the scheduler, and a native run
+        # once fetched the new value, as the hookbridge.testing runners already rule out).
         from hookbridge import _tfcompat
 
-        with tf.control_dependencies([_tfcompat.global_step_read_tensor(graph), loss]):
+        deps = [_tfcompat.global_step_read_tensor(graph), graph.as_graph_element(gs), loss]
+        with tf.control_dependencies(deps):
             train_op = tf.compat.v1.assign_add(gs, 1)
         hooks = make_hooks() if callable(make_hooks) else make_hooks
         runs = 0

@@ -14,3 +14,24 @@ def test_package_is_typed():
     import pathlib
 
     assert (pathlib.Path(hookbridge.__file__).parent / "py.typed").exists()
+
+
+def test_api_page_lists_every_exported_callable_with_every_parameter():
+    """docs/api.md's table is the one place a user reads the signatures at a glance: it must
+    not fall behind the code (it once lacked three HookCallback arguments)."""
+    import inspect
+    import pathlib
+
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    rows = {
+        line.split("`")[1].split("(")[0]: line.split("|")[1]
+        for line in page.splitlines()
+        if line.startswith("| `")
+    }
+    for name in hookbridge.__all__:
+        obj = getattr(hookbridge, name)
+        if not callable(obj) or isinstance(obj, type) and issubclass(obj, Exception):
+            continue
+        assert name in rows, f"docs/api.md has no row for hookbridge.{name}"
+        for parameter in inspect.signature(obj).parameters:
+            assert parameter in rows[name], f"docs/api.md: {name} lacks {parameter}"

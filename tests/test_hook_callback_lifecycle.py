@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import make_data, make_model, run_native
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hookbridge
 
@@ -406,6 +408,70 @@ def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
         "end",
     ]
     assert evaluated.events[-1] == ("end", 2)
+    assert cb.session is None
+
+
+_RUNS = ("fit", "fit_hook_raises", "fit_keras_raises", "evaluate", "predict")
+
+
+@settings(max_examples=max(6, settings.default.max_examples // 100))
+@given(runs=st.lists(st.sampled_from(_RUNS), min_size=2, max_size=4), at=st.integers(0, 3))
+def test_one_hook_callback_through_runs_that_raise(runs, at):
+    """One HookCallback through a sequence of fit / evaluate / predict, some of which raise (a
+    hook in after_run, or a Keras callback after the HookCallback, at step ``at``): each run is
+    its own TF1 session, as natively each is its own MonitoredSession: every hook begins, sees
+    every step of its run, and ends, except in a run that raised, which gets no end()."""
+    x, y = make_data()
+    model = make_model()
+    made: list = []
+    current: dict = {}
+
+    class Rec(Recorder):
+        def after_run(self, run_context, run_values):
+            super().after_run(run_context, run_values)
+            if current["run"] == "fit_hook_raises" and len(self.results) == at + 1:
+                raise RuntimeError("hook failed")
+
+    class KerasFails(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if current["run"] == "fit_keras_raises" and batch == at:
+                raise RuntimeError("keras callback failed")
+
+    def hooks():
+        made.append(Rec())
+        return [made[-1]]
+
+    cb = hookbridge.HookCallback(hooks)
+    for run in runs:
+        current["run"] = run
+        if run.startswith("fit"):
+            call = lambda: model.fit(  # noqa: E731
+                x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb, KerasFails()]
+            )
+        elif run == "evaluate":
+            call = lambda: model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[cb])  # noqa: E731
+        else:
+            call = lambda: model.predict(x, batch_size=16, verbose=0, callbacks=[cb])  # noqa: E731
+        if run.endswith("raises"):
+            with pytest.raises(RuntimeError, match="failed"):
+                call()
+        else:
+            call()
+    cb.close()
+    assert len(made) == len(runs)  # one session, one set of hooks, per run
+    step = 0
+    for run, rec in zip(runs, made):
+        steps = at + 1 if run.endswith("raises") else 4
+        names = [e[0] for e in rec.events]
+        assert names[:2] == ["begin", "after_create_session"], (runs, run)
+        assert names[2:] == ["before_run", "after_run"] * steps + (
+            [] if run.endswith("raises") else ["end"]
+        ), (runs, run, names)
+        # the global step a run's hooks see: fit advances it, evaluate / predict do not
+        first_stale = next(e[1] for e in rec.events if e[0] == "after_run")
+        assert first_stale == step, (runs, run)
+        if run.startswith("fit"):
+            step += steps
     assert cb.session is None
 
 

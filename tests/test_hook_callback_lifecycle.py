@@ -378,9 +378,11 @@ def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
     made = []
 
     class Fails(Recorder):
+        raise_at = None  # raises in the after_run of this run (counted from 1)
+
         def after_run(self, run_context, run_values):
             super().after_run(run_context, run_values)
-            if where == "hook" and len(made) == 1 and len(self.results) == 2:
+            if len(self.results) == self.raise_at:
                 raise RuntimeError("hook failed")
 
     class KerasFails(tf.keras.callbacks.Callback):
@@ -390,12 +392,20 @@ def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
 
     def hooks():
         made.append(Fails())
+        if where == "hook" and len(made) == 1:
+            made[-1].raise_at = 2
         return [made[-1]]
 
     cb = hookbridge.HookCallback(hooks)
     model = make_model()
     with pytest.raises(RuntimeError, match="failed"):
         model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cb, KerasFails()])
+    if where == "hook":  # the same hook raising in a native MonitoredSession
+        native = Fails()
+        native.raise_at = 2
+        with pytest.raises(RuntimeError, match="hook failed"):
+            run_native([native], steps=8)
+        assert made[0].events == native.events
     model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[cb])
     assert len(made) == 2
     trained, evaluated = made

@@ -236,11 +236,11 @@ class ModuleScan:
                 continue
             kind = self._entry_kind(node)
             for keyword, index in catalog.HOOK_ARGUMENTS.get(kind or "", {}).items():
+                if kind in _COUNTED_ONLY:
+                    continue
                 if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
                     index = None  # positional hooks only on a known Estimator (not model.predict)
                 value = self._argument(node, keyword, index)
-                if kind in _COUNTED_ONLY:
-                    continue
                 for element in self._elements(value):
                     if isinstance(element, ast.Call):
                         self.hook_positions.add(id(element))

@@ -634,3 +634,51 @@ def test_a_resumed_run_checkpoints_the_model_step_at_session_creation(tmp_path):
     ]
     assert [p.rsplit("-", 1)[1] for p in state.all_model_checkpoint_paths] == ["3", "5"]
     assert steps == [3, 5]
+
+
+# -- run values: options and run_metadata, as MonitoredSession gives them ----------------------
+class RunValuesRecorder(train.SessionRunHook):
+    """Keeps every run's ``run_values.options`` / ``run_metadata`` and their values as seen
+    in that ``after_run``; every other run requests ``RunOptions(timeout_in_ms=...)``."""
+
+    def __init__(self):
+        self.kept: list[tuple] = []
+        self.seen: list[tuple] = []
+        self.runs = 0
+
+    def before_run(self, run_context):
+        self.runs += 1
+        if self.runs % 2:
+            return None
+        return train.SessionRunArgs(None, options=tf.compat.v1.RunOptions(timeout_in_ms=self.runs))
+
+    def after_run(self, run_context, run_values):
+        options, metadata = run_values.options, run_values.run_metadata
+        self.kept.append((options, metadata))
+        self.seen.append(
+            (
+                type(run_values),
+                run_values.results,
+                type(options),
+                options.SerializeToString(),
+                type(metadata),
+                metadata.ByteSize(),
+            )
+        )
+
+
+def test_run_values_options_and_metadata_are_fresh_per_run_as_natively():
+    """MonitoredSession gives each run a new RunOptions (the hooks' requests merged into it)
+    and a new RunMetadata; the bridge makes them 64 at a time, so 150 steps cross two refills."""
+    steps = 150
+    native = RunValuesRecorder()
+    assert native_run(lambda: [native], [1] * steps) == steps
+    bridged = RunValuesRecorder()
+    fit([hookbridge.HookCallback([bridged])], steps=steps)
+    assert bridged.seen == native.seen
+    assert {seen[0] for seen in bridged.seen} == {tf.compat.v1.train.SessionRunValues}
+    assert {seen[2] for seen in bridged.seen} == {tf.compat.v1.RunOptions}
+    assert {m.ByteSize() for _, m in bridged.kept} == {0}  # nothing traced: left empty
+    for recorder in (native, bridged):  # one object per run, none handed out twice
+        assert len({id(o) for o, _ in recorder.kept}) == steps
+        assert len({id(m) for _, m in recorder.kept}) == steps

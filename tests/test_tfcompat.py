@@ -252,3 +252,28 @@ def test_coordinator_stop_flag_follows_request_stop():
     assert flag() is False
     coord.request_stop()
     assert flag() is True and coord.should_stop()
+
+
+def test_session_run_values_is_a_plain_namedtuple():
+    """The bridge builds ``SessionRunValues`` with ``tuple.__new__`` (hookbridge/_hook_callback/
+    run.py), as the namedtuple's generated ``__new__`` does: this fails if TensorFlow gives the
+    class a constructor of its own (defaults, validation) that the bridge would skip.
+
+    Importing ``tensorflow_estimator`` (TF 2.15) marks the class deprecated, which wraps
+    ``__new__`` in TF's deprecation notice: a log line once per process, then the namedtuple's
+    own ``__new__``. The bridge does not print that line."""
+    cls = tf.compat.v1.train.SessionRunValues
+    assert cls._fields == ("results", "options", "run_metadata")
+    assert "__init__" not in cls.__dict__ and cls.__init__ is object.__init__
+    new = cls.__dict__.get("__new__")
+    if new is not None:
+        from tensorflow.python.util import tf_decorator
+
+        decorators, new = tf_decorator.unwrap(new)
+        assert [d.decorator_name for d in decorators] == ["deprecated"]
+    else:
+        new = cls.__new__
+    assert new.__qualname__ == "SessionRunValues.__new__"  # collections.namedtuple's
+    assert new.__defaults__ is None
+    built = tuple.__new__(cls, (1, 2, 3))
+    assert type(built) is cls and built == cls(1, 2, 3) and built.run_metadata == 3

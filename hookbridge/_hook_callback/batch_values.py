@@ -18,6 +18,11 @@ _BATCH_KIND = "batch"
 #: only consumers are these hooks needs no count read. Exact classes only.
 _NAN_ONLY: frozenset[type] = frozenset({tf.compat.v1.train.NanTensorHook})
 
+#: What a fetch asks of the coming batch's values (:meth:`BatchValues.demand`): nothing (0), a
+#: NaN check (1), or an exact value (``EXACT``). A step's demand is the sum of its fetches': the
+#: number of NaN checks below ``EXACT``, an exact value at or above it.
+EXACT = 1 << 30
+
 
 class BatchValues:
     """Turns Keras's running means over the epoch back into the value of the last batch.
@@ -54,8 +59,6 @@ class BatchValues:
         "_is_mean",
         "_kinds",
         "_last_size",
-        "_nan_only",
-        "_needs",
         "_prev",
         "_prev_seen",
         "_quiet",
@@ -70,8 +73,6 @@ class BatchValues:
 
     def __init__(self, read_count: Callable[[], float | None] | None) -> None:
         self._read_count = read_count
-        self._needs: dict[Any, bool] = {}  # FetchPlan -> whether it needs a batch value
-        self._nan_only: dict[int, bool] = {}  # id(hook) -> only checks its fetch for NaN
         self._quiet = self._quiet_next = 0  # batch values of this (the next) step for them
         self._warned: set[str] = set()
         self._is_mean = getattr(read_count, "is_sample_mean", None)
@@ -90,30 +91,26 @@ class BatchValues:
         self._prev: Mapping[str, float] = {}
 
     # -- per step --------------------------------------------------------------------------------
-    def prepare(self, pending: Iterable[tuple[Any, Any]]) -> None:
-        """Before a Keras step: reads the samples seen so far if a pending fetch plan will need
-        the coming batch's value and no earlier read already has them (``pending`` holds the
-        step's ``(hook, FetchPlan)`` pairs)."""
+    @staticmethod
+    def demand(hook: Any, plan: Any) -> int:
+        """What ``hook`` fetching ``plan`` asks of the coming batch's values: nothing (0), a NaN
+        check (1) or an exact value (``EXACT``). The run adds up its step's demands."""
+        if not _plan_needs_batch(plan):
+            return 0
+        return 1 if _checks_only_nan(hook, plan) else EXACT
+
+    def prepare(self, demand: int) -> None:
+        """Before a Keras step whose fetches ask ``demand`` (non-zero, see :meth:`demand`):
+        reads the samples seen so far if an exact value will be needed and no earlier read
+        already has them."""
         if self._read_count is None:
             return
-        needs, nan_only, quiet = self._needs, self._nan_only, 0
-        for hook, plan in pending:
-            need = needs.get(plan)
-            if need is None:
-                need = needs[plan] = _plan_needs_batch(plan)
-            if not need:
-                continue
-            only = nan_only.get(id(hook))
-            if only is None:
-                only = nan_only[id(hook)] = _checks_only_nan(hook, plan)
-            if only:
-                quiet += 1
-                continue
+        if demand >= EXACT:
             if self._seen is None:
                 self._seen = self._read_count()
             self._quiet_next = 0
-            return
-        self._quiet_next = quiet
+        else:
+            self._quiet_next = demand
 
     def update(self, logs: Mapping[str, float], steps: int, last_in_epoch: bool) -> None:
         """Records ``logs`` after ``steps`` more training steps; values are derived on demand

@@ -38,6 +38,18 @@ RunMetadata = tf.compat.v1.RunMetadata
 #: ``run_context.original_args``: the bridge has no train op to show (immutable, so shared).
 _NO_ARGS = SessionRunArgs(None)
 
+#: ``SessionRunValues`` (a namedtuple) built by ``tuple.__new__`` in C, as its generated
+#: ``__new__`` builds it, without that Python frame per hook per step (tests/test_tfcompat.py
+#: fails if TensorFlow gives the class a constructor of its own; the one-time deprecation log
+#: line TF 2.15's estimator wraps around it is not printed).
+_new_tuple = tuple.__new__
+
+#: Fresh ``RunOptions`` / ``RunMetadata`` pairs are made (and released) this many at a time:
+#: ``MonitoredSession`` gives every run a new pair, and making and freeing one pair right after a
+#: Keras step, when protobuf's code is out of the CPU caches, costs ≈ 4 µs (measured inside fit);
+#: in batches of 64 it costs under 1 µs per step.
+_PROTO_BATCH = 64
+
 
 #: The scope of a phase whose hooks all run without the graph entered (see graph_free.py).
 _NO_SCOPE = contextlib.nullcontext()
@@ -83,13 +95,17 @@ class BridgeRun:
         self._pending: list = []  # the hooks that fetched something this step
         self._pending_plans: list = []  # their FetchPlans, in the same order
         self._before_hooks: list = []
-        self._last_plans: list[tuple[Any, Any]] = []  # per before-hook: (fetches, FetchPlan)
+        # per before-hook: (fetches, FetchPlan, what it asks of the batch values)
+        self._last_plans: list[tuple[Any, Any, int]] = []
+        self._demand = 0  # what this step's fetches ask of the batch values (BatchValues.demand)
         self._after_hooks: list = []
         self._same_hooks = False  # whether the before_run and the after_run hooks are the same
         self._before_scope: Any = self.scope
         self._after_scope: Any = self.scope
         self._feeds: dict = {}
         self._options: Any = None
+        self._protos: list = []  # (RunOptions, RunMetadata) pairs, one per step's run ...
+        self._next_proto = 0  # ... of which this is the next fresh one
         self._context: Any = None
         self._profile_dirs: list[str] = []
         self._profiling = False
@@ -124,7 +140,7 @@ class BridgeRun:
             self.close()
             raise
         self._before_hooks = [h for h in self.hooks if overrides(h, "before_run")]
-        self._last_plans = [(None, None)] * len(self._before_hooks)
+        self._last_plans = [(None, None, 0)] * len(self._before_hooks)
         self._after_hooks = [h for h in self.hooks if overrides(h, "after_run")]
         self._same_hooks = len(self._before_hooks) == len(self._after_hooks) and all(
             b is a for b, a in zip(self._before_hooks, self._after_hooks)
@@ -199,8 +215,8 @@ class BridgeRun:
             except BaseException:
                 self.close()
                 raise
-        if self._pending:  # the sample count before this step, if a fetch needs a batch value
-            self.batch_values.prepare(zip(self._pending, self._pending_plans))
+        if self._demand:  # the sample count before this step, if a fetch needs a batch value
+            self.batch_values.prepare(self._demand)
         global_step = self.global_step  # what the step's run fetches: the value as it starts
         if global_step.dirty:
             global_step.refresh()
@@ -211,9 +227,11 @@ class BridgeRun:
     def _call_before_run(self) -> None:
         self._context = context = SessionRunContext(_NO_ARGS, self.session)
         if self._pending:
-            self._pending = []
-            self._pending_plans = []
-        self._feeds = {}
+            self._pending.clear()
+            self._pending_plans.clear()
+            self._demand = 0
+        if self._feeds:
+            self._feeds = {}
         self._options = None
         if not self._before_hooks:
             return
@@ -225,7 +243,7 @@ class BridgeRun:
 
     def _ask(self, context: Any) -> None:
         """Every ``before_run``: the step's fetch plans, feeds and options."""
-        last = self._last_plans
+        last, demand = self._last_plans, 0
         for i, hook in enumerate(self._before_hooks):
             request = hook.before_run(context)
             if request is None:
@@ -241,12 +259,14 @@ class BridgeRun:
                 # Most hooks fetch the same tensor object every step: its plan is the one
                 # this hook used last time, with no lookup. (A container is planned by its
                 # contents every time: the hook may have changed it.)
-                source, plan = last[i]
+                source, plan, need = last[i]
                 if fetches is not source:
                     plan = self.resolver.plan(fetches)
-                    last[i] = (fetches, plan) if is_leaf_fetch(fetches) else (None, None)
+                    need = self.batch_values.demand(hook, plan)
+                    last[i] = (fetches, plan, need) if is_leaf_fetch(fetches) else (None, None, 0)
                 self._pending.append(hook)
                 self._pending_plans.append(plan)
+                demand += need
             if feed_dict:
                 self._check_feeds(hook, feed_dict)
                 _merge.merge_feeds(self._feeds, feed_dict)
@@ -254,6 +274,7 @@ class BridgeRun:
                 if self._options is None:
                     self._options = RunOptions()
                 _merge.merge_run_options(self._options, options)
+        self._demand = demand
 
     def _recover_or_close(self, error: BaseException) -> None:
         """Recovers from a preemption error; if that fails, closes and raises."""
@@ -288,7 +309,11 @@ class BridgeRun:
         if self._pending or self._after_hooks:
             while True:
                 try:
-                    self._call_after_run()
+                    if self._after_scope is _NO_SCOPE:  # graph-free hooks: no context manager
+                        self._tell()
+                    else:
+                        with self._after_scope:
+                            self._tell()
                     break
                 except END_OF_INPUT:
                     self._end_of_input()
@@ -303,35 +328,37 @@ class BridgeRun:
             self.stop_requested = True
         return self.stop_requested
 
-    def _call_after_run(self) -> None:
-        if self._after_scope is _NO_SCOPE:  # graph-free hooks: no context manager per step
-            self._tell()
-        else:
-            with self._after_scope:
-                self._tell()
-
     def _tell(self) -> None:
-        """The merged run of the step's fetches, then every ``after_run`` with its results."""
-        context, after_hooks = self._context, self._after_hooks
-        if self._pending:
-            results, options, run_metadata = self._merged_run()
-        else:
-            results, options, run_metadata = (
-                None,
-                self._options or RunOptions(),
-                RunMetadata(),
-            )
-        if results is None:  # nobody fetched: one (immutable) value for every hook
-            values = SessionRunValues(None, options, run_metadata)
+        """The merged run of the step's fetches (one run of every hook's fetches; the global
+        step fetched in it is the stale value), then every ``after_run`` with its results."""
+        context, after_hooks, pending = self._context, self._after_hooks, self._pending
+        i = self._next_proto
+        if i == len(self._protos):  # the used ones are released here, all at once
+            self._protos = [(RunOptions(), RunMetadata()) for _ in range(_PROTO_BATCH)]
+            i = 0
+        options, run_metadata = self._protos[i]
+        self._next_proto = i + 1
+        options = self._options or options
+        if not pending:  # nobody fetched: one (immutable) value for every hook
+            values = _new_tuple(SessionRunValues, (None, options, run_metadata))
             for hook in after_hooks:
                 hook.after_run(context, values)
-        elif type(results) is list:  # in the order of after_hooks (see _merged_run)
+            return
+        results = self.resolver.run_plans(
+            self._pending_plans, self._feeds, self._options, run_metadata, stale=True
+        )
+        if self._same_hooks and len(pending) == len(after_hooks):
+            # the hooks that fetched are the after_run hooks, in order: no mapping per step
             for hook, result in zip(after_hooks, results):
-                hook.after_run(context, SessionRunValues(result, options, run_metadata))
+                hook.after_run(
+                    context, _new_tuple(SessionRunValues, (result, options, run_metadata))
+                )
         else:
+            by_hook = dict(zip(pending, results))
             for hook in after_hooks:
                 hook.after_run(
-                    context, SessionRunValues(results.get(hook), options, run_metadata)
+                    context,
+                    _new_tuple(SessionRunValues, (by_hook.get(hook), options, run_metadata)),
                 )
 
     def _retry_after(self, batch: int, error: BaseException) -> None:
@@ -402,20 +429,6 @@ class BridgeRun:
                 session.close()
 
     # -- internals ----------------------------------------------------------------------------
-    def _merged_run(self) -> tuple[Any, Any, Any]:
-        """One run of every hook's fetches (the global step fetched in it is the stale value).
-
-        The results come as a list in the order of the ``after_run`` hooks when those are the
-        hooks that fetched (the usual case: no mapping per step), else as a dict by hook."""
-        options = self._options or RunOptions()
-        run_metadata = RunMetadata()
-        got = self.resolver.run_plans(
-            self._pending_plans, self._feeds, self._options, run_metadata, stale=True
-        )
-        if self._same_hooks and len(self._pending) == len(self._after_hooks):
-            return got, options, run_metadata  # _pending: an ordered subset of the same hooks
-        return dict(zip(self._pending, got)), options, run_metadata
-
     def _check_feeds(self, hook: SessionRunHook, feed_dict: dict) -> None:
         """Refuses a feed of something the graph lacks, as ``Session.run`` would (even when no
         run happens because every fetch is answered from Python). Checked once per key."""

@@ -142,6 +142,8 @@ class Resolver:
         kind, key = ref
         if kind is _BATCH:  # the loss and the metrics: the most fetched
             value = self.values.batch(key)
+            if value is not None:
+                return np.float32(value)
         elif kind is _STEP:  # most hooks fetch it, every step: GlobalStep.current() inlined
             global_step = self.global_step
             if stale:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -499,3 +500,62 @@ def test_estimator_with_is_chief_from_run_config(tmp_path):
     # starts at batch 0 in a cluster, at 1 (4 % 3) on a single machine
     first = [i for i, e in enumerate(plain) if e[0] == "train_begin"][1] + 2
     assert (plain[first][:2], cluster[first][:2]) == (("batch_end", 1), ("batch_end", 0))
+
+
+class PreemptedWhileOthersTrain(tf.compat.v1.train.SessionRunHook):
+    """Before the CallbackHook in the hook list: the ``at``-th run's ``after_run`` raises
+    AbortedError (MonitoredSession recreates the session and retries the run; the hooks after
+    this one see no ``after_run`` for the failed run), and the new session starts at shared step
+    ``resume_at``, as if the other workers had trained on while this one waited."""
+
+    def __init__(self, gs, at, resume_at):
+        self.at, self.runs, self.sessions = at, 0, 0
+        with tf.compat.v1.get_default_graph().as_default():
+            self.assign = gs.assign(resume_at)
+
+    def after_create_session(self, session, coord):
+        self.sessions += 1
+        if self.sessions == 2:
+            session.run(self.assign)
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+        if self.runs == self.at:
+            raise tf.errors.AbortedError(None, None, "simulated preemption")
+
+
+@pytest.mark.parametrize(
+    "at, expected",
+    [
+        # The failed run was the 2nd of epoch 1: epoch 1 is closed with its one run before the
+        # retried run, which counts in epoch 7 // 3 = 2.
+        (5, [(0, 3, 1.0), (1, 1, 3.0), (2, 2, 4.5), (3, 3, 7.0)]),
+        # The failed run was the first of epoch 1 (begun for it): no run counts in epoch 1, so it
+        # gets no on_epoch_end (CallbackHook warns); the retried run opens epoch 2.
+        (4, [(0, 3, 1.0), (2, 2, 3.5), (3, 3, 6.0)]),
+    ],
+)
+def test_a_recovered_session_past_the_open_epoch_closes_or_drops_it(at, expected):
+    """A session recovered after the shared step passed the end of the open epoch (the other
+    workers trained on while this one waited): the epoch is closed before the next run, with
+    the runs this worker made in it, or dropped if it had none; the next epoch is numbered from
+    the shared step. Deterministic form of tests/test_cluster_preemption.py's scenario."""
+    rec = Recorder()
+    g, t = worker_graph(f"s{next(_SCOPES)}")
+    with g.as_default():
+        preempt = PreemptedWhileOthersTrain(t["gs"], at, resume_at=7)
+    with contextlib.ExitStack() as stack:
+        hook = hookbridge.CallbackHook(
+            [rec], logs={"loss": t["loss"]}, steps_per_epoch=3, epochs=4, is_chief=False
+        )
+        w = Worker(stack, g, t, [preempt, hook])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            interleave([w], lambda i, r: float(r))
+    dropped = [str(c.message) for c in caught if "no run of this worker counts" in str(c.message)]
+    assert [(e, n, logs["loss"]) for e, n, logs in rec.epochs()] == expected
+    begun = [e[1] for e in rec.events if e[0] == "epoch_begin"]
+    assert begun == [0, 1, 2, 3]
+    assert len(dropped) == (at == 4), dropped
+    if dropped:
+        assert "epoch 1 was begun" in dropped[0] and "the next epoch is 2" in dropped[0]

@@ -545,10 +545,25 @@ class CallbackHook(SessionRunHook):
         if self._batch > self._epoch_first_batch:
             self._end_epoch()
         else:
-            self._epoch_open = False
+            self._drop_epoch_passed_while_down(step // shared.steps_per_epoch)
         self._epoch = max(self._epoch, step // shared.steps_per_epoch)
         if self._finished():
             coord.request_stop()
+
+    def _drop_epoch_passed_while_down(self, next_epoch: int) -> None:
+        """The open epoch was begun for a run that failed (the session was lost), and the shared
+        step passed its end while this worker waited: no run of this worker counts in it. As
+        for an input that ends before an epoch's first step (:meth:`_drop_empty_epoch`), it is
+        not closed (Keras never ends an epoch without a step); said when someone listened."""
+        self._epoch_open = False
+        if self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
+            warnings.warn(
+                f"CallbackHook: epoch {self._epoch} was begun for a run that failed (the "
+                "session was recovered), and the shared global step passed its end while this "
+                "worker waited, so no run of this worker counts in it: it gets no on_epoch_end "
+                f"(Keras never ends an epoch without a step); the next epoch is {next_epoch}.",
+                stacklevel=2,
+            )
 
     def _warn_sums_lost(self) -> None:
         """A session recovery with the epoch's sums kept in the graph: they were lost with the

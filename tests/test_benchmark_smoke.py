@@ -76,3 +76,36 @@ def test_isolated_bridge_work_runs_every_case():
     ]
     assert all(float(r.split("|")[2]) > 0 for r in rows)
 
+
+def test_percall_measures_every_case():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH.parent / "percall.py"),
+            "--fits",
+            "1",
+            "--steps",
+            "30",
+            "--epochs",
+            "2",
+            "--skip",
+            "10",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:4]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| case")
+    }
+    assert set(rows) == {"keras_noop", "idle_1", "keras_nan", "nan"}, proc.stdout
+    for case, cells in rows.items():  # "p20 / median" per fit, both phases, positive
+        for cell in cells:
+            p20, median = (float(v) for v in cell.split("/"))
+            assert 0 < p20 <= median, (case, cell)

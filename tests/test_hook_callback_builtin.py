@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import numpy as np
@@ -275,5 +276,9 @@ def test_profiler_hook_writes_timeline_and_profiles_the_keras_step(tmp_path):
     native = sorted(glob.glob(str(tmp_path / "n" / "timeline-*.json")))
     assert [os.path.basename(t) for t in timelines] == [os.path.basename(t) for t in native]
     assert [os.path.basename(t) for t in timelines] == ["timeline-2.json", "timeline-4.json"]
+    for path in timelines:  # a real run of the bridge's graph (the step read ProfilerHook asks)
+        with open(path) as f:
+            ops = {e.get("name") for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
+        assert "ReadVariableOp" in ops, (path, ops)
     profiles = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))
     assert profiles, "the real Keras step was not profiled"

@@ -227,6 +227,56 @@ def test_a_hook_assigning_the_global_step_through_the_session_changes_iterations
     assert iterations(model) == 502  # the Keras model trained on from the assigned step
 
 
+class AddToStepWithTheRun(train.SessionRunHook):
+    """Fetches ``assign_add(global_step, 10)`` with run ``at`` (in ``before_run``): natively it
+    runs in the same ``Session.run`` as the train op, so the step advances by both."""
+
+    def __init__(self, at):
+        self.at, self.runs = at, 0
+
+    def begin(self):
+        self.add = tf.compat.v1.assign_add(train.get_global_step(), 10)
+
+    def before_run(self, run_context):
+        self.runs += 1
+        return train.SessionRunArgs(self.add) if self.runs - 1 == self.at else None
+
+
+def test_a_hook_writing_the_step_with_the_run_adds_to_the_keras_step():
+    bridged = StepRecorder()
+    model = fit([hookbridge.HookCallback(lambda: [AddToStepWithTheRun(2), bridged])])
+    native = StepRecorder()
+    native_run(lambda: [AddToStepWithTheRun(2), native], [1] * 5)
+    assert bridged.fresh == native.fresh == [1, 2, 13, 14, 15]
+    assert iterations(model) == 15
+
+
+class SummaryOfTheStepRead(train.SessionRunHook):
+    """Fetches a value computed from TF's cached global-step read (a ``cond`` that takes the
+    step variable's handle, as ``SummarySaverHook`` does for a summary of it) on every run."""
+
+    def begin(self):
+        read = _tfcompat.global_step_read_tensor(tf.compat.v1.get_default_graph())
+        self.double = tf.cast(read, tf.float32) * 2
+        self.values = []
+
+    def before_run(self, run_context):
+        return train.SessionRunArgs(self.double)
+
+    def after_run(self, run_context, run_values):
+        self.values.append(float(run_values.results))
+
+
+def test_a_fetch_reading_the_step_through_a_cond_leaves_the_keras_step_alone():
+    """It takes the step's handle, so it may write it: the bridge reads back whether it did,
+    rather than copying the graph's step (the value before this Keras step) into the model."""
+    bridged, native = SummaryOfTheStepRead(), SummaryOfTheStepRead()
+    model = fit([hookbridge.HookCallback(lambda: [bridged])])
+    native_run(lambda: [native], [1] * 5)
+    assert bridged.values == native.values == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert iterations(model) == 5
+
+
 def test_global_step_waiter_returns_once_the_step_reaches_its_target(monkeypatch):
     """A thread raises ``iterations`` to the target: GlobalStepWaiterHook stops waiting."""
     from tensorflow.python.training import basic_session_run_hooks

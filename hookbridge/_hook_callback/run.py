@@ -26,7 +26,12 @@ from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.graph_free import needs_graph
 from hookbridge._hook_callback.names import explain_missing
 from hookbridge._hook_callback.scaffold import ScaffoldArg, finalize_scaffold, prepare_session
-from hookbridge._hook_callback.session import BridgeSession, Resolver, is_leaf_fetch
+from hookbridge._hook_callback.session import (
+    BridgeSession,
+    Resolver,
+    describes_a_run,
+    is_leaf_fetch,
+)
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
@@ -340,6 +345,8 @@ class BridgeRun:
         self._next_proto = i + 1
         options = self._options or options
         if not pending:  # nobody fetched: one (immutable) value for every hook
+            if self._options is not None and describes_a_run(self._options):
+                self.resolver.describe_run([], self._feeds, self._options, run_metadata, stale=True)
             values = _new_tuple(SessionRunValues, (None, options, run_metadata))
             for hook in after_hooks:
                 hook.after_run(context, values)

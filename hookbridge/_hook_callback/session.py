@@ -46,6 +46,11 @@ class FetchPlan:
         )
 
 
+def describes_a_run(options: Any) -> bool:
+    """Whether ``RunOptions`` ask for a description of the run in its ``RunMetadata``."""
+    return options is not None and bool(options.trace_level or options.output_partition_graphs)
+
+
 def _is_leaf(fetches: Any, element: Any) -> bool:
     """Whether ``fetches`` is the element itself (not a structure holding it)."""
     return fetches is element or (isinstance(fetches, str) and fetches == element.name)
@@ -224,8 +229,13 @@ class Resolver:
         *,
         stale: bool,
     ) -> list:
-        """The results of ``plans``: held values from Python, the rest in ONE session run."""
-        if not feed_dict:
+        """The results of ``plans``: held values from Python, the rest in ONE session run.
+
+        A run whose ``options`` ask for a description (a trace, the partition graphs) is made
+        even when Python holds every value, so ``run_metadata`` describes a real run of the
+        bridge's graph (:meth:`describe_run`)."""
+        describe = options is not None and describes_a_run(options)
+        if not feed_dict and not describe:
             for plan in plans:
                 if plan.single is None:
                     break
@@ -236,7 +246,7 @@ class Resolver:
         per_plan = []
         unknown: dict = {}
         for j, plan in enumerate(plans):
-            if plan.single is not None and not feed_dict:  # a lone held tensor: no mapping
+            if plan.single is not None and not feed_dict and not describe:  # lone, held
                 results[j] = self.held(plan.single, plan.elements[0], stale)
                 continue
             values = [None] * len(plan.elements)
@@ -252,6 +262,9 @@ class Resolver:
             for _, plan, values in per_plan:
                 for i, element in plan.unknown:
                     values[i] = fetched[element]
+        elif describe:
+            known = [plan.elements[i] for _, plan, _ in per_plan for i, _ in plan.known]
+            self.describe_run(known, feed_dict, options, run_metadata, stale=stale)
         for j, plan, values in per_plan:
             results[j] = plan.mapper.build_results(values)
         return results
@@ -277,9 +290,30 @@ class Resolver:
             self.session, elements, feeds, options=options, run_metadata=run_metadata
         )
         if deps.writes_step or deps.writes_weights:
+            # An op taking the step's handle may write it (an assign, or a cond reading it):
+            # the graph held `step` before the run; a stale run's Keras step has advanced the
+            # model past `step` since, and a write lands before that advance, as the train op
+            # and a hook's fetch run together natively.
             self.step_in_graph = None if deps.writes_step else self.step_in_graph
-            self.pull(deps.writes_step, deps.writes_weights)
+            lag = self.global_step.current() - step if stale else 0
+            self.pull(deps.writes_step, deps.writes_weights, held=step, lag=lag)
         return got
+
+    def describe_run(
+        self,
+        elements: list,
+        feed_dict: Mapping | None,
+        options: Any,
+        run_metadata: Any,
+        *,
+        stale: bool = False,
+    ) -> None:
+        """A real run of ``elements`` (the global step's read when none), for ``run_metadata``
+        only: the hooks asked for a trace or the partition graphs of their run, and Python held
+        every value. The Keras step itself is not a session run (a trace request profiles it
+        with the TensorFlow Profiler instead)."""
+        elements = list(dict.fromkeys(elements)) or [self.side.global_step_read]
+        self.run_elements(elements, feed_dict, options, run_metadata, stale=stale)
 
     def sync(self, step: int | None, weights: bool, weight_feeds: dict | None = None) -> None:
         """Copies the global step (when not None) and the weights into the graph if stale
@@ -300,15 +334,20 @@ class Resolver:
             if weights:
                 self.weights_at = self.generation
 
-    def pull(self, step: bool, weights: bool) -> None:
+    def pull(self, step: bool, weights: bool, *, held: int | None = None, lag: int = 0) -> None:
         """Copies the graph's global step / weight mirrors into the Keras model (a hook wrote
-        them through the bridge's session): the next Keras step trains from them."""
+        them through the bridge's session): the next Keras step trains from them.
+
+        ``held``: the step the graph held before the run that may have written it; the model's
+        step changes only if the graph's differs from it (a cond reading the step takes its
+        handle too), by the write plus ``lag`` (the Keras steps run since ``held``)."""
         side = self.side
         fetches = ([side.global_step_read] if step else []) + (side.mirrors if weights else [])
         values = tf.compat.v1.Session.run(self.session, fetches)
         if step:
             value = int(values.pop(0))
-            self.global_step.write(value)
+            if value != held:
+                self.global_step.write(value + lag)
             self.step_in_graph = value
             self._step_cache = (-1, None)
         if weights:

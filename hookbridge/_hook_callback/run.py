@@ -210,9 +210,10 @@ class BridgeRun:
             try:
                 self._call_before_run()
                 break
-            except END_OF_INPUT:
+            except END_OF_INPUT as e:
                 # Native: every hook's end(), the run stops, the error is swallowed. Keras's step
                 # for this batch still runs (a callback cannot cancel it); fit stops after it.
+                _warn_step_not_cancelled(batch, e)
                 self._end_of_input()
                 return
             except PREEMPTION_ERRORS as e:
@@ -464,6 +465,18 @@ class BridgeRun:
                         f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
                         stacklevel=4,
                     )
+
+
+def _warn_step_not_cancelled(batch: int, error: BaseException) -> None:
+    """A hook ended the input in ``before_run``: natively that run's train op never runs."""
+    warnings.warn(
+        f"HookCallback: a hook raised {type(error).__name__} in before_run of batch {batch} (the "
+        "end of input, to TF1): every hook's end() ran and Keras stops after this batch, but "
+        "the Keras step for it still runs, as a Keras callback cannot cancel a step about to "
+        "run; natively that run would not have happened (one step more, which the hooks do not "
+        "see). Raise it in after_run to end the input after a step instead.",
+        stacklevel=2,
+    )
 
 
 def _log_preemption(error: BaseException) -> None:

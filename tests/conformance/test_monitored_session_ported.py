@@ -440,15 +440,16 @@ def test_exit_cleanly_on_end_of_input(error):
     exception: ``RaiseOnceAtCountN(2, error)`` in before_run of the 2nd run: no after_run for
     that run, every hook's end() (at step 1), the error swallowed, the session stopped. TF's first
     run is a ``run(gstep)``; here the 2nd run is the 2nd train step. The train op of the run whose
-    before_run raised never runs natively; the Keras step about to run still runs
-    (docs/hooks-in-fit.md, "Exceptions": a callback cannot cancel it), after every end()."""
+    before_run raised never runs natively; the Keras step about to run still runs, after every
+    end() (docs/limits.md, "A hook ending the input in `before_run`"), with a warning."""
     traces = {"native": [], "bridged": []}
 
     def make(world):
         return lambda: [RaiseOnceAtCountN(2, error), FakeHook("h", traces[world])]
 
     monitored(make("native"), steps=5)
-    hooks, model = bridged(make("bridged"), steps=5)
+    with pytest.warns(UserWarning, match="batch 1 .*cannot cancel a step"):
+        hooks, model = bridged(make("bridged"), steps=5)
     h = ["h"]
     assert traces["bridged"] == traces["native"] == opening(h) + runs(h, 1) + closing(h, 1)
     assert hooks[0].raised

@@ -308,11 +308,12 @@ class Resolver:
         *,
         stale: bool = False,
     ) -> None:
-        """A real run of ``elements`` (the global step's read when none), for ``run_metadata``
-        only: the hooks asked for a trace or the partition graphs of their run, and Python held
-        every value. The Keras step itself is not a session run (a trace request profiles it
-        with the TensorFlow Profiler instead)."""
-        elements = list(dict.fromkeys(elements)) or [self.side.global_step_read]
+        """A real run of ``elements`` and the global step's read, for ``run_metadata`` only: the
+        hooks asked for a trace or the partition graphs of their run, and Python held every
+        value (a run of fed tensors alone, such as ``loss:0``, executes nothing: the step's read
+        makes it a run). The Keras step itself is not a session run (a trace request profiles
+        it with the TensorFlow Profiler instead)."""
+        elements = list(dict.fromkeys([*elements, self.side.global_step_read]))
         self.run_elements(elements, feed_dict, options, run_metadata, stale=stale)
 
     def sync(self, step: int | None, weights: bool, weight_feeds: dict | None = None) -> None:

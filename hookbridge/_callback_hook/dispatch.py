@@ -2,9 +2,11 @@
 mode, and what happens when one raises (as Keras's ``CallbackList`` and pluggy's ``_multicall``).
 
 * **Which**: a method runs only if the callback overrides it (Keras's ``is_default`` idea: Keras
-  marks its no-op base methods with ``_is_default``); tf_keras / Keras 2 callbacks that declare
-  ``_implements_{train,test,predict}_batch_hooks()`` are asked, as their own ``CallbackList``
-  does. Asked once, after ``set_params``/``set_model`` (tf_keras decides it there).
+  marks its no-op base methods with ``_is_default``). tf_keras / Keras 2's ``CallbackList``
+  decides batch methods for the whole list: once any callback's
+  ``_implements_{train,test,predict}_batch_hooks()`` is true, every callback's batch methods of
+  that kind run (a TensorBoard with ``update_freq=1`` writes batch scalars only then), else
+  none. Decided once, after ``set_params``/``set_model`` (tf_keras decides it there).
 * **Order**: the order of the ``callbacks`` list, for every event.
 * **Mode**: every call runs in eager mode (the session's graph is the default graph during hook
   calls), except batch-end calls to Keras methods known not to care
@@ -59,14 +61,27 @@ def callback_bases() -> tuple[type, ...]:
     return tuple(dict.fromkeys(bases))
 
 
-def overrides(callback: Any, event: str) -> bool:
-    """Whether ``callback`` does something on ``event`` (so it must be dispatched)."""
+def overrides(callback: Any, event: str, batch_kinds: frozenset = frozenset()) -> bool:
+    """Whether ``callback`` does something on ``event`` (so it must be dispatched).
+
+    ``batch_kinds``: the batch kinds a tf_keras / Keras 2 ``CallbackList`` of these callbacks
+    calls (:func:`listened_batch_kinds`)."""
     kind = _BATCH_KIND.get(event)
     if kind is not None:
         implements = _tfcompat.implements_batch_hooks(callback, kind)
-        if implements is not None:
+        if implements is not None and (implements or kind not in batch_kinds):
             return implements
     return any(_overridden(callback, name) for name in EVENTS[event])
+
+
+def listened_batch_kinds(callbacks: list) -> frozenset:
+    """The batch kinds tf_keras / Keras 2's ``CallbackList`` calls for ``callbacks``: those some
+    callback's ``_implements_<kind>_batch_hooks()`` says it implements."""
+    return frozenset(
+        kind
+        for kind in ("train", "test", "predict")
+        if any(_tfcompat.implements_batch_hooks(cb, kind) for cb in callbacks)
+    )
 
 
 def _overridden(callback: Any, name: str) -> bool:
@@ -128,8 +143,9 @@ class Dispatcher:
                     cb.use_steps = True  # tf_keras/Keras 2: a graph has steps, not samples
                 cb.set_params(dict(params))
                 cb.set_model(model_for(cb))
+            kinds = listened_batch_kinds(self.callbacks)
             self.table = {
-                event: [getattr(cb, event) for cb in self.callbacks if overrides(cb, event)]
+                event: [getattr(cb, event) for cb in self.callbacks if overrides(cb, event, kinds)]
                 for event in EVENTS
             }
 

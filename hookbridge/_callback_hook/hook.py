@@ -497,6 +497,8 @@ class CallbackHook(SessionRunHook):
             means.count += 1
         else:
             self._add(results)
+        if self._session_model._hb_counters is not None:  # read by a tf_keras TensorBoard
+            self._session_model._hb_count_run(self.mode)
         if self._batch_end:
             self._calls.batch_end(self._batch, self._batch_logs())
         self._batch += 1

@@ -235,23 +235,38 @@ KERAS3_SCHEDULE_NOT_SETTABLE = (
 )
 
 
-class _Value(float):
+class _ValueMixin:
     """A learning-rate value as Keras callbacks read it (``float()``, ``.numpy()``, ``.dtype``,
-    ``.shape == ()``) and write it (``.assign``, which ``backend.set_value`` calls)."""
+    ``.shape == ()``) and write it (``.assign``, which ``backend.set_value`` calls).
 
-    shape = tf.TensorShape([])
+    A NumPy scalar of the variable's dtype (its ``dtype`` and ``shape`` NumPy's: NumPy's C code
+    reads them), as tf_keras's ``backend.get_value`` gives natively:
+    ``ReduceLROnPlateau``'s ``old_lr * factor`` then rounds as natively (float32 arithmetic
+    under NumPy 2), and logs and CSV rows print the same digits."""
 
-    def __new__(cls, state: GraphState) -> _Value:  # noqa: PYI034
-        obj = super().__new__(cls, state.get_lr())
-        obj._state = state
-        obj.dtype = state.lr.dtype
-        return obj
+    _state: GraphState
 
     def assign(self, value: Any) -> None:
         _write_lr(self._state, value, keras3=False)
 
     def numpy(self) -> np.ndarray:
-        return np.asarray(float(self), dtype=self.dtype.as_numpy_dtype)
+        return np.asarray(self)
+
+
+_VALUE_CLASSES: dict = {}
+
+
+def _Value(state: GraphState) -> Any:  # noqa: N802 (a class, chosen by dtype)
+    """The learning rate's value now, as a :class:`_ValueMixin` NumPy scalar of its dtype."""
+    scalar = state.lr.dtype.as_numpy_dtype
+    klass = _VALUE_CLASSES.get(scalar)
+    if klass is None:
+        # NumPy's scalar first in the bases: with a Python class before it, NumPy 2.4's
+        # ``.item()`` crashes the interpreter (tf_keras's ModelCheckpoint calls it on logs).
+        klass = _VALUE_CLASSES[scalar] = type("LearningRateValue", (scalar, _ValueMixin), {})
+    value = klass(state.get_lr())
+    value._state = state
+    return value
 
 
 def _write_lr(state: GraphState, value: Any, *, keras3: bool) -> None:
@@ -605,6 +620,15 @@ class ModelProxy:
     @property
     def _train_counter(self) -> Any:  # tf_keras TensorBoard's batch step
         return self._hb_counter(0)
+
+    def _hb_count_run(self, mode: str) -> None:
+        """One training (``"train"``) or evaluation run made: tf_keras's train / test function
+        adds 1 to ``_train_counter`` / ``_test_counter`` after each step, before the batch
+        callbacks. Only once a callback took the counters (tf_keras's TensorBoard)."""
+        counters = self._hb_counters
+        if counters is not None and mode != "predict":
+            with _tfcompat.eager():
+                counters[0 if mode == "train" else 1].assign_add(1)
 
     @property
     def _test_counter(self) -> Any:

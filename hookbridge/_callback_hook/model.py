@@ -242,7 +242,7 @@ class _ValueMixin:
     A NumPy scalar of the variable's dtype (its ``dtype`` and ``shape`` NumPy's: NumPy's C code
     reads them), as tf_keras's ``backend.get_value`` gives natively:
     ``ReduceLROnPlateau``'s ``old_lr * factor`` then rounds as natively (float32 arithmetic
-    under NumPy 2), and logs and CSV rows print the same digits."""
+    under NumPy 2)."""
 
     _state: GraphState
 
@@ -256,7 +256,7 @@ class _ValueMixin:
 _VALUE_CLASSES: dict = {}
 
 
-def _Value(state: GraphState) -> Any:  # noqa: N802 (a class, chosen by dtype)
+def _lr_value(state: GraphState) -> Any:
     """The learning rate's value now, as a :class:`_ValueMixin` NumPy scalar of its dtype."""
     scalar = state.lr.dtype.as_numpy_dtype
     klass = _VALUE_CLASSES.get(scalar)
@@ -412,7 +412,7 @@ class _OptimizerMixin:
                 UserWarning,
                 stacklevel=2,
             )
-        return _Value(state)
+        return _lr_value(state)
 
     @learning_rate.setter
     def learning_rate(self, value: Any) -> None:

@@ -33,18 +33,23 @@ CASES = (
 )
 
 
-def test_bench_short_mode_runs_every_case():
+def _run(script, *args, timeout):
+    """Runs ``benchmarks/<script>`` with ``args``; returns its stdout (it must exit 0)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--short"],
+        [sys.executable, str(BENCH.parent / script), *args],
         check=False,
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    return proc.stdout
+
+
+def test_bench_short_mode_runs_every_case():
+    out = _run("bench.py", "--short", timeout=600)
     assert "machine:" in out
     rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")}
     missing = [c for c in CASES if c not in rows]
@@ -54,17 +59,8 @@ def test_bench_short_mode_runs_every_case():
 
 
 def test_isolated_bridge_work_runs_every_case():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH.parent / "isolated.py"), "--steps", "200"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+    out = _run("isolated.py", "--steps", "200", timeout=300)
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "µs" not in line]
     assert [r.split("|")[1].strip() for r in rows] == [
         "no hooks",
         "1 idle hook",
@@ -78,33 +74,15 @@ def test_isolated_bridge_work_runs_every_case():
 
 
 def test_percall_measures_every_case():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH.parent / "percall.py"),
-            "--fits",
-            "1",
-            "--steps",
-            "30",
-            "--epochs",
-            "2",
-            "--skip",
-            "10",
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    out = _run(
+        "percall.py", "--fits", "1", "--steps", "30", "--epochs", "2", "--skip", "10", timeout=300
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {
         line.split("|")[1].strip(): line.split("|")[2:4]
-        for line in proc.stdout.splitlines()
+        for line in out.splitlines()
         if line.startswith("| ") and not line.startswith("| case")
     }
-    assert set(rows) == {"keras_noop", "idle_1", "keras_nan", "nan"}, proc.stdout
+    assert set(rows) == {"keras_noop", "idle_1", "keras_nan", "nan"}, out
     for case, cells in rows.items():  # "p20 / median" per fit, both phases, positive
         for cell in cells:
             p20, median = (float(v) for v in cell.split("/"))

@@ -347,7 +347,7 @@ class BridgeRun:
         options = self._options or options
         if not pending:  # nobody fetched: one (immutable) value for every hook
             if self._options is not None and describes_a_run(self._options):
-                self.resolver.describe_run([], self._feeds, self._options, run_metadata, stale=True)
+                self.resolver.run_plans([], self._feeds, self._options, run_metadata, stale=True)
             values = _new_tuple(SessionRunValues, (None, options, run_metadata))
             for hook in after_hooks:
                 hook.after_run(context, values)

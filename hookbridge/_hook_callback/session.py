@@ -232,8 +232,8 @@ class Resolver:
         """The results of ``plans``: held values from Python, the rest in ONE session run.
 
         A run whose ``options`` ask for a description (a trace, the partition graphs) is made
-        even when Python holds every value, so ``run_metadata`` describes a real run of the
-        bridge's graph (:meth:`describe_run`)."""
+        even when Python holds every value (``plans`` may then be empty), so ``run_metadata``
+        describes a real run of the bridge's graph."""
         describe = options is not None and describes_a_run(options)
         if not feed_dict and not describe:
             for plan in plans:
@@ -262,9 +262,12 @@ class Resolver:
             for _, plan, values in per_plan:
                 for i, element in plan.unknown:
                     values[i] = fetched[element]
-        elif describe:
+        elif describe:  # for run_metadata only: the held values and the step's read (a run of
+            # fed tensors alone, such as loss:0, executes nothing). The Keras step itself is no
+            # session run: a trace request profiles it with the TensorFlow Profiler instead.
             known = [plan.elements[i] for _, plan, _ in per_plan for i, _ in plan.known]
-            self.describe_run(known, feed_dict, options, run_metadata, stale=stale)
+            elements = list(dict.fromkeys([*known, self.side.global_step_read]))
+            self.run_elements(elements, feed_dict, options, run_metadata, stale=stale)
         for j, plan, values in per_plan:
             results[j] = plan.mapper.build_results(values)
         return results
@@ -298,23 +301,6 @@ class Resolver:
             lag = self.global_step.current() - step if stale else 0
             self.pull(deps.writes_step, deps.writes_weights, held=step, lag=lag)
         return got
-
-    def describe_run(
-        self,
-        elements: list,
-        feed_dict: Mapping | None,
-        options: Any,
-        run_metadata: Any,
-        *,
-        stale: bool = False,
-    ) -> None:
-        """A real run of ``elements`` and the global step's read, for ``run_metadata`` only: the
-        hooks asked for a trace or the partition graphs of their run, and Python held every
-        value (a run of fed tensors alone, such as ``loss:0``, executes nothing: the step's read
-        makes it a run). The Keras step itself is not a session run (a trace request profiles
-        it with the TensorFlow Profiler instead)."""
-        elements = list(dict.fromkeys([*elements, self.side.global_step_read]))
-        self.run_elements(elements, feed_dict, options, run_metadata, stale=stale)
 
     def sync(self, step: int | None, weights: bool, weight_feeds: dict | None = None) -> None:
         """Copies the global step (when not None) and the weights into the graph if stale

@@ -20,7 +20,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import time
 
 import pytest
 import tensorflow as tf
@@ -28,13 +27,11 @@ from conftest import make_model
 
 import hookbridge
 
+from .test_tf_basic_hooks_ported import MOCK_START_TIME, clock  # noqa: F401 (a fixture)
 from .test_tf_hooks_ported import fit, iterations, native_graph
 
 train = tf.compat.v1.train
 keras = tf.keras
-
-#: TF's ``MOCK_START_TIME``.
-MOCK_START_TIME = 1484695987.209386
 
 
 # -- the two worlds -----------------------------------------------------------------------------
@@ -82,23 +79,6 @@ def native(make_hooks, runs, before=_nothing):
                 sess.run(train_op)
             before("end")
             return int(sess.raw_session().run(global_step))
-
-
-class Clock:
-    """A settable ``time.time`` (TF's tests patch it with a mock)."""
-
-    def __init__(self):
-        self.now = MOCK_START_TIME
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(time, "time", clock)
-    return clock
 
 
 # -- timelines ----------------------------------------------------------------------------------

@@ -21,11 +21,11 @@ from hookbridge._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge import hooks
-    from hookbridge._assignment import propose_assignment
+    from hookbridge._migrate.assignment import propose_assignment
     from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._callback_hook.weights import load_weights, read_weights
-    from hookbridge._estimator import estimator_hooks
+    from hookbridge._migrate.estimator import estimator_hooks
     from hookbridge._hook_callback.callback import HookCallback
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
 
@@ -33,10 +33,10 @@ _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",
     "HookCallback": "hookbridge._hook_callback.callback",
     "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
-    "estimator_hooks": "hookbridge._estimator",
+    "estimator_hooks": "hookbridge._migrate.estimator",
     "hooks": "hookbridge.hooks",
     "load_weights": "hookbridge._callback_hook.weights",
-    "propose_assignment": "hookbridge._assignment",
+    "propose_assignment": "hookbridge._migrate.assignment",
     "read_weights": "hookbridge._callback_hook.weights",
     "restore_checkpoint": "hookbridge._hook_callback.checkpoint",
 }

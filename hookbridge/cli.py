@@ -69,9 +69,9 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_scan(args: argparse.Namespace) -> int:
-    from hookbridge._scan import scan
-    from hookbridge._scan.findings import EXIT_USAGE
-    from hookbridge._scan.report import render
+    from hookbridge._migrate.scan import scan
+    from hookbridge._migrate.scan.findings import EXIT_USAGE
+    from hookbridge._migrate.scan.report import render
 
     try:
         result = scan(args.path)
@@ -109,7 +109,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from hookbridge import _check
+    from hookbridge._migrate import check as _check
 
     request = _check.CheckRequest(
         args.target, args.steps, args.steps_per_epoch, args.callback, args.fmt

@@ -189,6 +189,6 @@ def test_a_hookbridge_checkpoint_still_restores_without_a_map(tmp_path):
 
 
 def hookbridge_label(model, i):
-    from hookbridge._assignment import weight_labels
+    from hookbridge._migrate.assignment import weight_labels
 
     return weight_labels(model)[i]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbridge import _check as check_mod
+from hookbridge._migrate import check as check_mod
 from hookbridge import cli
 from hookbridge.testing import conform
 
@@ -221,7 +221,7 @@ def test_imports_only_the_named_module(tmp_path):
     )
     (pkg / "train.py").write_text("raise SystemExit('the training driver must not run')\n")
     code = (
-        "import json, sys; from hookbridge import _check; before = set(sys.modules); "
+        "import json, sys; from hookbridge._migrate import check as _check; before = set(sys.modules); "
         "_check.resolve('project.hooks:make'); "
         "print(json.dumps(sorted(m for m in set(sys.modules) - before "
         "if m.startswith('project'))))"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from hookbridge import _check
+from hookbridge._migrate import check as _check
 
 MIGRATION = Path(__file__).resolve().parent.parent / "examples" / "migration"
 ROOT = MIGRATION.parent.parent

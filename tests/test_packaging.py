@@ -96,7 +96,8 @@ def test_package_data_and_modules(wheel):
         "hookbridge/py.typed",
         "hookbridge/data/mtcars.csv",
         "hookbridge/cli.py",
-        "hookbridge/_scan/analyze.py",
+        "hookbridge/_migrate/scan/analyze.py",
+        "hookbridge/_conform/conform.py",
         "hookbridge/testing/pytest_plugin.py",
     ):
         assert path in names, path

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from hookbridge import cli
-from hookbridge._scan import catalog, findings, scan
-from hookbridge._scan.report import render
+from hookbridge._migrate.scan import catalog, findings, scan
+from hookbridge._migrate.scan.report import render
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "tf1_project"

@@ -1,5 +1,5 @@
 """Loading a CheckpointSaverHook checkpoint written under HookCallback back into a Keras model
-(or, with an assignment map, a TF1 / Estimator checkpoint: see ``hookbridge/_assignment.py``)."""
+(or, with an assignment map, a TF1 / Estimator checkpoint: see ``hookbridge/_migrate/assignment.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any, TextIO
 import numpy as np
 import tensorflow as tf
 
-from hookbridge import _assignment, _tfcompat
+from hookbridge import _tfcompat
+from hookbridge._migrate import assignment as _assignment
 from hookbridge._hook_callback.graph import mirror_name
 
 

@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING
 from hookbridge._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
-    from hookbridge.testing._trace import (
+    from hookbridge._conform.trace import (
         Event,
         Trace,
         first_difference,
         format_diff,
         normalize,
     )
-    from hookbridge.testing.conform import (
+    from hookbridge._conform.conform import (
         Conformance,
         assert_callback_conforms,
         assert_hook_conforms,
     )
-    from hookbridge.testing.recorders import RecordingCallback, RecordingHook
-    from hookbridge.testing.runners import (
+    from hookbridge._conform.recorders import RecordingCallback, RecordingHook
+    from hookbridge._conform.runners import (
         SessionGraph,
         keras_model,
         run_callback_hook,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
         run_hook_callback,
         run_session,
     )
-    from hookbridge.testing.scenarios import (
+    from hookbridge._conform.scenarios import (
         EXACT_LOSSES,
         CallbackScenario,
         CallbackSpec,
@@ -55,11 +55,11 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
         ScenarioError,
     )
 
-_TRACE = "hookbridge.testing._trace"
-_CONFORM = "hookbridge.testing.conform"
-_RECORDERS = "hookbridge.testing.recorders"
-_RUNNERS = "hookbridge.testing.runners"
-_SCENARIOS = "hookbridge.testing.scenarios"
+_TRACE = "hookbridge._conform.trace"
+_CONFORM = "hookbridge._conform.conform"
+_RECORDERS = "hookbridge._conform.recorders"
+_RUNNERS = "hookbridge._conform.runners"
+_SCENARIOS = "hookbridge._conform.scenarios"
 _EXPORTS = {
     "EXACT_LOSSES": _SCENARIOS,
     "CallbackScenario": _SCENARIOS,

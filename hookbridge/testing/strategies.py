@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from hookbridge.testing.scenarios import (
+from hookbridge._conform.scenarios import (
     EXACT_LOSSES,
     FETCH_KINDS,
     CallbackScenario,

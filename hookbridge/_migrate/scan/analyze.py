@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from hookbridge._scan import catalog
-from hookbridge._scan import findings as f
-from hookbridge._scan.modules import ClassInfo, ModuleInfo
+from hookbridge._migrate.scan import catalog
+from hookbridge._migrate.scan import findings as f
+from hookbridge._migrate.scan.modules import ClassInfo, ModuleInfo
 
 _HOOK_BASE = "SessionRunHook"
 _CALLBACK_BASE = "Callback"

@@ -2,8 +2,8 @@
 
 ``ATTR`` names a zero-argument callable (a function or a class) returning a ``SessionRunHook``
 (or a list of them), or with ``--callback`` a Keras callback (or a list). The kit runs it natively
-and under the bridge (:func:`hookbridge.testing.conform.hook_traces` /
-:func:`~hookbridge.testing.conform.callback_traces`) and the command prints ``conforms`` or the two
+and under the bridge (:func:`hookbridge._conform.conform.hook_traces` /
+:func:`~hookbridge._conform.conform.callback_traces`) and the command prints ``conforms`` or the two
 traces side by side. Exit status: 0 conforms, 1 does not, 2 bad input (module not found, attribute
 missing or not callable, factory returning the wrong kind of object or failing natively).
 
@@ -209,8 +209,8 @@ def run_check(request: CheckRequest) -> CheckResult:
             "(Keras runs whole epochs)."
         )
     factory = _GuardedFactory(resolve(request.target), request.target, request.callback)
-    from hookbridge.testing import conform
-    from hookbridge.testing._trace import first_difference, format_diff
+    from hookbridge._conform import conform
+    from hookbridge._conform.trace import first_difference, format_diff
 
     run = conform.callback_traces if request.callback else conform.hook_traces
     try:

@@ -14,7 +14,7 @@ import json
 from importlib import resources
 from typing import Final, NamedTuple
 
-from hookbridge._scan import findings as f
+from hookbridge._migrate.scan import findings as f
 
 RESULTS_PACKAGE_DIR: Final = "data/conformance"
 

@@ -4,17 +4,17 @@ Nothing scanned is imported or run (and TensorFlow is not imported either): each
 with :mod:`ast`, names are resolved through its imports, and every ``SessionRunHook`` subclass,
 hook constructed, training entry point (``MonitoredSession``, ``Estimator``, ``EstimatorSpec``,
 ``train/evaluate/predict(hooks=...)``), Keras callback in TF1 code and tensor named inside a hook
-is reported with its bridge status (see :mod:`hookbridge._scan.findings`).
+is reported with its bridge status (see :mod:`hookbridge._migrate.scan.findings`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hookbridge._scan import findings
-from hookbridge._scan.analyze import Classes, ModuleScan
-from hookbridge._scan.findings import Finding, ScanResult
-from hookbridge._scan.modules import ModuleInfo, discover, parse
+from hookbridge._migrate.scan import findings
+from hookbridge._migrate.scan.analyze import Classes, ModuleScan
+from hookbridge._migrate.scan.findings import Finding, ScanResult
+from hookbridge._migrate.scan.modules import ModuleInfo, discover, parse
 
 __all__ = ["Finding", "ScanResult", "scan"]
 

@@ -155,7 +155,7 @@ def _checkpoint_names(
     prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
     if prefix is None:
         return None
-    from hookbridge import _assignment
+    from hookbridge._migrate import assignment as _assignment
     from hookbridge._hook_callback.graph import WEIGHTS_SCOPE
 
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()

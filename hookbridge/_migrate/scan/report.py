@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hookbridge._scan.findings import STATUSES, Finding, ScanResult
+from hookbridge._migrate.scan.findings import STATUSES, Finding, ScanResult
 
 FORMATS = ("table", "json", "markdown")
 _COLUMNS = ("location", "kind", "name", "status", "detail")

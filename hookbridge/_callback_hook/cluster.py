@@ -26,6 +26,7 @@ once, in the run after its callbacks set ``model.stop_training``.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -35,6 +36,8 @@ import tensorflow as tf
 FILE_WRITERS: Final = ("ModelCheckpoint", "CSVLogger", "TensorBoard", "ProgbarLogger")
 #: The stop variable's name, in the global step's name scope (``global_step`` → this name).
 STOP_NAME: Final = "hookbridge/stop_training"
+
+SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 
 
 def file_writer_classes() -> tuple[type, ...]:
@@ -229,3 +232,79 @@ class SharedRun:
         if not self.published:
             self.published = True
             session.run(self._publish)
+
+
+class ClusterEpochs:
+    """Cluster mode's part of CallbackHook (a mixin): the stop variable and shared step fetched
+    with each run, epochs closed by the shared global step, a stop published by the chief, and a
+    recovered session catching up. Uses the hook's epoch state (see ``epochs.Epochs``) and
+    ``_shared`` (the :class:`SharedRun`, ``None`` outside a cluster)."""
+
+    _calls: Any
+    _shared: SharedRun | None
+
+    def _share_with_cluster(self, graph: tf.Graph) -> None:
+        """Cluster mode: the stop variable, and the global step and stop fetched in each run
+        beside the hook's own fetches (``_args``; ``_own`` says whether there are some)."""
+        assert self._steps_per_epoch is not None and self.is_chief is not None
+        self._shared = shared = SharedRun(self.is_chief, self._steps_per_epoch)
+        shared.build(graph, self._global_step)
+        self._own = self._args is not None
+        self._args = SessionRunArgs(
+            shared.fetch if self._args is None else [self._args.fetches, shared.fetch]
+        )
+
+    def _after_shared_run(self, run_context: Any) -> None:
+        """Cluster mode, after each run: close the epoch when the shared global step passed
+        its end (open the next with the number the step says), end after ``epochs``, and stop
+        when the chief's callbacks stopped training (the chief publishes it first)."""
+        shared = self._shared
+        assert shared is not None
+        session = run_context.session
+        step = shared.epoch_closed(session, self._epoch)
+        if step is not None:
+            self._end_epoch()
+            self._epoch = max(self._epoch, step // shared.steps_per_epoch)
+            if self._finished():
+                run_context.request_stop()  # every worker sees the last step itself
+        if self._state.stop_training:
+            if shared.is_chief:
+                shared.publish_stop(session)  # the other workers stop at their next run
+            run_context.request_stop()
+        elif shared.stop:
+            run_context.request_stop()  # the chief's callbacks stopped training
+
+    def _catch_up_after_recovery(self, session: Any, coord: Any) -> None:
+        """Cluster mode, a recovered session: the shared step may have passed the end of the
+        epoch this worker has open while it waited (the other workers trained on), so close it
+        now, as its next run would have, rather than count that run in the old epoch."""
+        shared = self._shared
+        assert shared is not None
+        if not self._epoch_open:
+            return
+        step = int(session.run(self._global_step))
+        shared.step = step
+        if step < (self._epoch + 1) * shared.steps_per_epoch:
+            return
+        if self._batch > self._epoch_first_batch:
+            self._end_epoch()
+        else:
+            self._drop_epoch_passed_while_down(step // shared.steps_per_epoch)
+        self._epoch = max(self._epoch, step // shared.steps_per_epoch)
+        if self._finished():
+            coord.request_stop()
+
+    def _drop_epoch_passed_while_down(self, next_epoch: int) -> None:
+        """The open epoch was begun for a run that failed (the session was lost), and the shared
+        step passed its end while this worker waited: no run of this worker counts in it. As
+        for an input that ends before an epoch's first step (:meth:`_drop_empty_epoch`), it is
+        not closed (Keras never ends an epoch without a step); said when someone listened."""
+        self._epoch_open = False
+        if self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
+            warnings.warn(
+                f"CallbackHook: epoch {self._epoch} was begun for a run that failed (the "
+                "session was recovered), and the shared global step passed its end while this "
+                "worker waited, so no run of this worker counts in it: it gets no on_epoch_end "
+                f"(Keras never ends an epoch without a step); the next epoch is {next_epoch}.",
+                stacklevel=2,
+            )

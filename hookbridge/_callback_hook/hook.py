@@ -1,14 +1,23 @@
-"""CallbackHook: real Keras callbacks inside TF1 ``MonitoredSession`` / ``Estimator``."""
+"""CallbackHook: real Keras callbacks inside TF1 ``MonitoredSession`` / ``Estimator``.
+
+The ``SessionRunHook`` lifecycle is here (``begin`` plans what each run fetches, ``before_run`` /
+``after_run`` drive the batch events, ``end`` closes); the synthesized epochs are in
+:mod:`.epochs`, cluster mode in :mod:`.cluster`, argument checks in :mod:`.args`, and every call
+to a callback goes through the one dispatcher of :mod:`.dispatch`.
+"""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._callback_hook import args as checks
 from hookbridge._callback_hook import cluster, dispatch
+from hookbridge._callback_hook.args import EVENT_KIND
+from hookbridge._callback_hook.epochs import Epochs
 from hookbridge._callback_hook.logs import (
     GraphSums,
     RunningMeans,
@@ -21,109 +30,13 @@ from hookbridge._callback_hook.model import GraphState, ModelProxy
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 
-_UNSUPPORTED = {
-    "BackupAndRestore": (
-        "it saves and reloads a built Keras model and its optimizer between fit() calls, and "
-        "there is no Keras model under a MonitoredSession. Use "
-        "tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=...) (CheckpointSaverHook "
-        "plus automatic restore on restart), which is the TF1 way to resume."
-    ),
-    "SwapEMAWeights": "it swaps the EMA variables of a Keras optimizer, which a TF1 graph lacks.",
-}
-
-
-#: mode -> the kind of Keras events it drives (on_<kind>_begin, on_<kind>_batch_*, ...).
-_EVENT_KIND: Final = {"auto": "train", "train": "train", "evaluate": "test", "predict": "predict"}
-
-
-def _check_no_epochs(
-    mode: str, steps_per_epoch: Any, validation_fn: Any, epochs: Any, why: str
-) -> None:
-    """Keras's evaluate / predict have no epochs and no validation: refuse those arguments."""
-    given = [
-        name
-        for name, value in (
-            ("steps_per_epoch", steps_per_epoch),
-            ("validation_fn", validation_fn),
-            ("epochs", epochs),
-        )
-        if value is not None
-    ]
-    if given:
-        raise ValueError(
-            f"CallbackHook(mode={mode!r}) drives Keras's on_{_EVENT_KIND[mode]}_* methods, as "
-            f"Keras's {mode}() does, which has no epochs or validation{why}: remove "
-            f"{', '.join(given)}."
-        )
-
-
-def _check_cluster_mode(is_chief: bool | None, mode: str, steps_per_epoch: Any) -> None:
-    """Cluster mode trains, with epochs of ``steps_per_epoch`` global steps."""
-    if is_chief is None:
-        return
-    if mode not in ("auto", "train"):
-        raise ValueError(
-            f"CallbackHook: is_chief= drives training on a worker of a cluster; mode={mode!r} "
-            "has no epochs or stop to share. Remove is_chief= (each worker's evaluation or "
-            "prediction runs on its own), or pass mode='train'."
-        )
-    if steps_per_epoch is None:
-        raise ValueError(
-            "CallbackHook(is_chief=...) numbers epochs from the global step the workers share: "
-            "pass steps_per_epoch= (epoch e covers global steps [e * steps_per_epoch, "
-            "(e + 1) * steps_per_epoch))."
-        )
-
 
 def _outputs(names: list[str], tensors: list) -> Any:
     """What predict mode fetches: the lone log tensor, or a dict of them by name."""
     return tensors[0] if len(tensors) == 1 else dict(zip(names, tensors))
 
 
-def _to_float(name: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"CallbackHook: validation_fn returned {name!r}: {value!r}, which is not a number. "
-            "Return a dict of name -> scalar value (e.g. session.run(loss))."
-        ) from None
-
-
-def _check_callbacks(callbacks: Any) -> list:
-    bases = dispatch.callback_bases()
-    if isinstance(callbacks, bases):
-        callbacks = [callbacks]
-    if isinstance(callbacks, (str, bytes, Mapping)) or not isinstance(callbacks, Sequence):
-        raise TypeError(
-            "CallbackHook expected a list of Keras callbacks, received "
-            f"{callbacks!r} of type {type(callbacks).__name__}."
-        )
-    for i, cb in enumerate(callbacks):
-        if not isinstance(cb, bases):
-            raise TypeError(
-                f"CallbackHook: callbacks[{i}] = {cb!r} (type {type(cb).__name__}) is not a Keras "
-                "callback. Pass keras.callbacks.Callback instances (tf.keras.callbacks on "
-                "tf_keras / Keras 2); to run a SessionRunHook inside Keras fit use "
-                "hookbridge.HookCallback."
-            )
-        if type(cb).__module__.endswith("callbacks_v1"):
-            raise TypeError(
-                f"CallbackHook cannot use callbacks[{i}] = {type(cb).__module__}."
-                f"{type(cb).__name__}: it is the graph-mode (v1) class tf_keras returns when the "
-                "callback is built while a TF1 graph is the default graph, and it needs a Keras "
-                "model. Build the callback before entering `with graph.as_default()`."
-            )
-        for klass in type(cb).__mro__:
-            if klass.__name__ in _UNSUPPORTED:
-                raise ValueError(
-                    f"CallbackHook cannot run callbacks[{i}] = {klass.__name__}: "
-                    f"{_UNSUPPORTED[klass.__name__]}"
-                )
-    return list(callbacks)
-
-
-class CallbackHook(SessionRunHook):
+class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
     """A ``SessionRunHook`` that runs Keras callbacks as Keras ``fit`` would call them.
 
     Each ``MonitoredSession`` (or ``Estimator.train``) is one Keras ``fit``: ``on_train_begin``
@@ -288,39 +201,17 @@ class CallbackHook(SessionRunHook):
         is_chief: bool | None = None,
         chief_only_callbacks: Sequence[Any] | None = None,
     ) -> None:
-        self.callbacks = _check_callbacks(callbacks)
+        self.callbacks = checks.check_callbacks(callbacks)
         cluster.check_cluster_args(is_chief, chief_only_callbacks)
         #: The callbacks this worker runs (all of them outside a cluster).
         self.active_callbacks = cluster.callbacks_here(
             self.callbacks, is_chief, chief_only_callbacks
         )
         self.is_chief = is_chief
-        if not isinstance(logs, Mapping):
-            raise TypeError(
-                "CallbackHook: logs must be a mapping of log name -> tensor or tensor name, "
-                f"received {logs!r} of type {type(logs).__name__}."
-            )
-        if steps_per_epoch is not None and (
-            not isinstance(steps_per_epoch, int) or steps_per_epoch < 1
-        ):
-            raise ValueError(
-                f"CallbackHook: steps_per_epoch must be a positive int or None, received "
-                f"{steps_per_epoch!r}."
-            )
-        if validation_fn is not None and not callable(validation_fn):
-            raise TypeError(
-                f"CallbackHook: validation_fn must be callable(session) -> dict, received "
-                f"{validation_fn!r}."
-            )
+        checks.check_args(logs, steps_per_epoch, validation_fn)
         self._logs = dict(logs)
         check_batch_size(batch_size)
-        if mode not in _EVENT_KIND:
-            raise ValueError(
-                f"CallbackHook: mode must be one of {list(_EVENT_KIND)}, received {mode!r}."
-            )
-        if mode in ("evaluate", "predict"):
-            _check_no_epochs(mode, steps_per_epoch, validation_fn, epochs, "")
-        _check_cluster_mode(is_chief, mode, steps_per_epoch)
+        checks.check_mode(mode, steps_per_epoch, validation_fn, epochs, is_chief)
         self._mode_arg = mode
         self._batch_size = batch_size
         self._steps_per_epoch = steps_per_epoch
@@ -328,10 +219,7 @@ class CallbackHook(SessionRunHook):
         self._state = GraphState(variables, learning_rate, metric_directions, optimizer)
         # one model for every callback that runs here
         self._model = ModelProxy(self._state, self.active_callbacks)
-        if epochs is not None and (not isinstance(epochs, int) or epochs < 0):
-            raise ValueError(
-                f"CallbackHook: epochs must be a non-negative int or None, received {epochs!r}."
-            )
+        checks.check_epochs(epochs)
         # As fit: with steps_per_epoch and epochs both given, training ends after `epochs`.
         self._last_epoch = epochs if steps_per_epoch is not None and epochs else None
         if epochs is None:
@@ -350,7 +238,7 @@ class CallbackHook(SessionRunHook):
         self._lr_fed = lr if lr is not None and lr.fed else None
         self._means = RunningMeans(names)
         self.mode = self._resolve_mode(graph)
-        kind = _EVENT_KIND[self.mode]
+        kind = EVENT_KIND[self.mode]
         self._training = kind == "train"
         self._epoch = 0
         self._batch = 0
@@ -382,17 +270,6 @@ class CallbackHook(SessionRunHook):
         if self.is_chief is not None:
             self._share_with_cluster(graph)
 
-    def _share_with_cluster(self, graph: tf.Graph) -> None:
-        """Cluster mode: the stop variable, and the global step and stop fetched in each run
-        beside the hook's own fetches (``_args``; ``_own`` says whether there are some)."""
-        assert self._steps_per_epoch is not None and self.is_chief is not None
-        self._shared = shared = cluster.SharedRun(self.is_chief, self._steps_per_epoch)
-        shared.build(graph, self._global_step)
-        self._own = self._args is not None
-        self._args = SessionRunArgs(
-            shared.fetch if self._args is None else [self._args.fetches, shared.fetch]
-        )
-
     def _resolve_mode(self, graph: tf.Graph) -> str:
         """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
         as under ``Estimator.evaluate``), else ``"train"``."""
@@ -400,7 +277,7 @@ class CallbackHook(SessionRunHook):
             return self._mode_arg
         if not graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP):
             return "train"
-        _check_no_epochs(
+        checks.check_no_epochs(
             "evaluate",
             self._steps_per_epoch,
             self._validation_fn,
@@ -469,7 +346,7 @@ class CallbackHook(SessionRunHook):
                 if self._shared is not None and self._finished():
                     coord.request_stop()  # joined after the last epoch: nothing to train
             else:
-                self._calls.call(f"on_{_EVENT_KIND[self.mode]}_begin", {})
+                self._calls.call(f"on_{EVENT_KIND[self.mode]}_begin", {})
 
     def before_run(self, run_context: Any) -> Any:
         if self._lr_fed is not None:
@@ -512,78 +389,6 @@ class CallbackHook(SessionRunHook):
         if self._state.stop_training and self._training:
             run_context.request_stop()
 
-    def _after_shared_run(self, run_context: Any) -> None:
-        """Cluster mode, after each run: close the epoch when the shared global step passed
-        its end (open the next with the number the step says), end after ``epochs``, and stop
-        when the chief's callbacks stopped training (the chief publishes it first)."""
-        shared = self._shared
-        assert shared is not None
-        session = run_context.session
-        step = shared.epoch_closed(session, self._epoch)
-        if step is not None:
-            self._end_epoch()
-            self._epoch = max(self._epoch, step // shared.steps_per_epoch)
-            if self._finished():
-                run_context.request_stop()  # every worker sees the last step itself
-        if self._state.stop_training:
-            if shared.is_chief:
-                shared.publish_stop(session)  # the other workers stop at their next run
-            run_context.request_stop()
-        elif shared.stop:
-            run_context.request_stop()  # the chief's callbacks stopped training
-
-    def _catch_up_after_recovery(self, session: Any, coord: Any) -> None:
-        """Cluster mode, a recovered session: the shared step may have passed the end of the
-        epoch this worker has open while it waited (the other workers trained on), so close it
-        now, as its next run would have, rather than count that run in the old epoch."""
-        shared = self._shared
-        assert shared is not None
-        if not self._epoch_open:
-            return
-        step = int(session.run(self._global_step))
-        shared.step = step
-        if step < (self._epoch + 1) * shared.steps_per_epoch:
-            return
-        if self._batch > self._epoch_first_batch:
-            self._end_epoch()
-        else:
-            self._drop_epoch_passed_while_down(step // shared.steps_per_epoch)
-        self._epoch = max(self._epoch, step // shared.steps_per_epoch)
-        if self._finished():
-            coord.request_stop()
-
-    def _drop_epoch_passed_while_down(self, next_epoch: int) -> None:
-        """The open epoch was begun for a run that failed (the session was lost), and the shared
-        step passed its end while this worker waited: no run of this worker counts in it. As
-        for an input that ends before an epoch's first step (:meth:`_drop_empty_epoch`), it is
-        not closed (Keras never ends an epoch without a step); said when someone listened."""
-        self._epoch_open = False
-        if self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
-            warnings.warn(
-                f"CallbackHook: epoch {self._epoch} was begun for a run that failed (the "
-                "session was recovered), and the shared global step passed its end while this "
-                "worker waited, so no run of this worker counts in it: it gets no on_epoch_end "
-                f"(Keras never ends an epoch without a step); the next epoch is {next_epoch}.",
-                stacklevel=2,
-            )
-
-    def _warn_sums_lost(self) -> None:
-        """A session recovery with the epoch's sums kept in the graph: they were lost with the
-        failed session. Said, not silent: the epoch's logs will average the later runs only."""
-        warnings.warn(
-            f"CallbackHook: the session was recovered (AbortedError / UnavailableError) in the "
-            f"middle of epoch {self._epoch}; its logs were summed in the graph (no callback "
-            "reads batch logs) and those sums were lost with the failed session, so the "
-            "epoch's logs average only the runs after the recovery. Pass is_chief= on the "
-            "workers of a cluster (the values are then fetched with each run), or add a "
-            "callback with on_train_batch_end to keep every run's values.",
-            stacklevel=3,
-        )
-
-    def _finished(self) -> bool:
-        """Whether the epoch count reached ``epochs`` (with ``steps_per_epoch``)."""
-        return self._last_epoch is not None and self._epoch >= self._last_epoch
-
     def end(self, session: Any) -> None:
         self._state.session = session
         if not self._training:
@@ -610,70 +415,3 @@ class CallbackHook(SessionRunHook):
         if self._sums is not None:
             self._sums.take(session, self._means)
         self._calls.call("on_test_end", self._means.means())
-
-    # -- epochs ------------------------------------------------------------------------------
-    def _resume_from(self, session: Any) -> None:
-        """Continues the epoch count of a restored run: epoch = global step // steps_per_epoch.
-
-        A MonitoredTrainingSession with ``checkpoint_dir`` restores the global step, so epochs
-        (ModelCheckpoint's ``{epoch}``, CSVLogger rows) continue instead of restarting at 0; a
-        run restored mid-epoch finishes that epoch at its usual boundary.
-        """
-        if self._global_step is None or self._steps_per_epoch is None:
-            return
-        step = int(session.run(self._global_step))
-        self._epoch, self._resume_batch = divmod(step, self._steps_per_epoch)
-        if self._shared is not None:  # in a cluster, batches count this worker's own runs
-            self._resume_batch = 0
-            self._shared.step = step
-
-    def _validate(self) -> dict[str, float]:
-        """``validation_fn`` as ``fit``'s validation: one test batch between ``on_test_begin``
-        and ``on_test_end`` (its logs without the ``val_`` prefix, as Keras's)."""
-        calls = self._calls
-        calls.call("on_test_begin", {})
-        calls.call("on_test_batch_begin", 0, {})
-        results = self._validation_fn(self._state.session)
-        if not isinstance(results, Mapping):
-            raise TypeError(
-                "CallbackHook: validation_fn must return a dict of name -> value, received "
-                f"{results!r} of type {type(results).__name__}."
-            )
-        logs = {name: _to_float(name, value) for name, value in sorted(results.items())}
-        calls.call("on_test_batch_end", 0, dict(logs))
-        calls.call("on_test_end", dict(logs))
-        return logs
-
-    def _drop_empty_epoch(self) -> None:
-        """The input ended (or a stop came) before the first step of the epoch just begun.
-
-        ``fit`` would not have begun it: it is not closed (no validation, no ``on_epoch_end``,
-        no History entry or CSV row) and ``on_train_end`` gets the last closed epoch's logs.
-        ``on_epoch_begin`` (and the batch's ``on_train_batch_begin``) ran already, since a hook
-        cannot know before a run that its input is exhausted: say so when someone listened.
-        """
-        self._epoch_open = False
-        if self._epoch > 0 and self._calls.listens("on_epoch_begin", "on_train_batch_begin"):
-            warnings.warn(
-                f"CallbackHook: the input ended before the first step of epoch {self._epoch}, "
-                f"after on_epoch_begin({self._epoch}) had been called (a hook cannot know "
-                "before a run that the input is exhausted). The epoch is not closed, as fit "
-                "would not have begun it. Pass epochs= (with steps_per_epoch=) to end "
-                "training after the last epoch, as fit does.",
-                stacklevel=2,
-            )
-
-    def _end_epoch(self) -> None:
-        if self._sums is not None:
-            self._sums.take(self._state.session, self._means)
-        logs = self._means.means()
-        if self._validation_fn is not None:
-            for name, value in self._validate().items():
-                logs[f"val_{name}"] = value
-            logs = dict(sorted(logs.items()))
-        # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
-        # change the logs on_train_end receives.
-        self._calls.call("on_epoch_end", self._epoch, dict(logs))
-        self._epoch_logs = logs
-        self._epoch_open = False
-        self._epoch += 1

@@ -4,9 +4,12 @@ TF1 has one global step variable; under ``fit`` it is ``model.optimizer.iteratio
 Keras variable costs 20-100 µs, more than a whole idle hook step, so :class:`GlobalStep` reads it
 only when its value may differ from what the bridge can predict:
 
-* the Keras step advances it by the steps it ran (``steps_per_execution``): predicted, no read,
-  unless the optimizer may skip the increment (Keras 3 ``LossScaleOptimizer`` on non-finite
-  gradients, gradient accumulation), where it is read after every step;
+* a Keras step of one batch advances it by one: predicted, no read, unless the optimizer may skip
+  the increment (Keras 3 ``LossScaleOptimizer`` on non-finite gradients, gradient accumulation),
+  where it is read after every step;
+* an execution of several batches (``steps_per_execution=k``) is read after it ran: Keras's
+  batch numbers do not say how many steps ran (Keras 3 reports ``k`` for the epoch's last,
+  shorter execution), and one read per ``k`` steps is cheap;
 * Python code assigns it (another callback, user code, a thread): ``assign``/``assign_add``/
   ``assign_sub`` of that variable object are watched while a run is active and mark the value
   stale, so the next read by a hook reads the variable;
@@ -93,9 +96,10 @@ def _watchable(variable: Any) -> bool:
 class GlobalStep:
     """The one owner of the global step's value during a run (see the module docstring).
 
-    Per Keras step, ``BridgeRun`` sets :attr:`pre` (the value the step's run fetches) before the
-    step and advances :attr:`value` by the steps run after it, or reads the variable when
-    :attr:`dirty` or :attr:`may_skip` (inlined there: it runs every step).
+    Nothing else counts steps: per Keras step ``BridgeRun`` calls :meth:`before_step` (which
+    fixes :attr:`pre`, the value the step's run fetches) and :meth:`after_step` (which advances
+    :attr:`value`, or reads the variable when the advance cannot be predicted); the session
+    reads :attr:`pre` (stale fetches) and :meth:`current`.
 
     Args:
         variable: ``model.optimizer.iterations`` (None without an optimizer: the step then
@@ -140,6 +144,23 @@ class GlobalStep:
 
     def _mark(self) -> None:
         self.dirty = True
+
+    # -- per Keras step -----------------------------------------------------------------------
+    def before_step(self) -> None:
+        """Before a Keras step: :attr:`pre` is the value as the step starts."""
+        if self.dirty:
+            self.refresh()
+        self.pre = self.value
+
+    def after_step(self, batches: int) -> None:
+        """After a Keras step that Keras reports as covering ``batches`` batches: the variable's
+        new value, predicted for one batch (no read) and read otherwise (see the module
+        docstring); without a variable, counted (at most ``batches``)."""
+        if self.dirty or self.may_skip or batches != 1:
+            if self.variable is not None:
+                self.refresh()
+                return
+        self.value += batches
 
     # -- values -------------------------------------------------------------------------------
     def current(self) -> int:

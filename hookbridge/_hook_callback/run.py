@@ -223,10 +223,7 @@ class BridgeRun:
                 raise
         if self._demand:  # the sample count before this step, if a fetch needs a batch value
             self.batch_values.prepare(self._demand)
-        global_step = self.global_step  # what the step's run fetches: the value as it starts
-        if global_step.dirty:
-            global_step.refresh()
-        global_step.pre = global_step.value
+        self.global_step.before_step()  # what the step's run fetches: the value as it starts
         if self._options is not None and self._options.trace_level and self._profile_dirs:
             self._profiling = _start_profiler(self._profile_dirs[0])
 
@@ -304,11 +301,7 @@ class BridgeRun:
                 self.resolver.set_outputs(outputs)
         else:
             if mode == "train":
-                global_step = self.global_step  # advanced by the steps run, or read (GlobalStep)
-                if global_step.dirty or global_step.may_skip:
-                    global_step.refresh()
-                else:
-                    global_step.value += steps
+                self.global_step.after_step(steps)  # the one owner of the step (global_step.py)
             self.batch_values.update(logs, steps, batch + 1 == self.steps_per_epoch)
             if len(self.warned_keys) < len(logs):
                 self._check_keys(logs)

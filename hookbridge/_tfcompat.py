@@ -6,6 +6,7 @@ TensorFlow or Keras release moves it. Nothing else in hookbridge imports a priva
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import tensorflow as tf
@@ -273,3 +274,11 @@ def coordinator_stop_flag(coord: Any) -> Any:
     """``coord.should_stop`` minus a call layer (checked after every Keras step): the
     ``is_set`` of a ``tf.compat.v1.train.Coordinator``'s private stop event."""
     return coord._stop_event.is_set
+
+
+#: ``new_session_run_values((results, options, run_metadata))`` builds a
+#: ``tf.compat.v1.train.SessionRunValues`` (a namedtuple) with ``tuple.__new__`` in C, as its
+#: generated ``__new__`` builds it, without that Python frame per hook per step; the one-time
+#: deprecation log line TF 2.15's estimator wraps around that ``__new__`` is not printed.
+#: ``tests/test_tfcompat.py`` fails if TensorFlow gives the class a constructor of its own.
+new_session_run_values = functools.partial(tuple.__new__, tf.compat.v1.train.SessionRunValues)

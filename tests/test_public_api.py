@@ -3,11 +3,32 @@
 import hookbridge
 
 
-def test_exported_names():
-    assert {"HookCallback", "restore_checkpoint"} <= set(hookbridge.__all__)
-    assert {"propose_assignment", "estimator_hooks"} <= set(hookbridge.__all__)
+#: The public names, exactly: adding or removing one is a decision, made here and in docs/api.md.
+EXPORTED = [
+    "CallbackHook",
+    "HookCallback",
+    "UnsupportedModelAttributeError",
+    "estimator_hooks",
+    "hooks",
+    "load_weights",
+    "propose_assignment",
+    "read_weights",
+    "restore_checkpoint",
+]
+
+
+def test_exported_names_are_exactly_the_contract():
+    assert hookbridge.__all__ == EXPORTED  # the exact list, in order, no more, no fewer
+    assert sorted(dir(hookbridge)) == sorted({*EXPORTED, *dir(hookbridge)})  # dir lists them
     for name in hookbridge.__all__:
         assert getattr(hookbridge, name) is not None, name
+    assert getattr(hookbridge, "__version__", None)
+
+
+def test_star_import_gives_exactly_the_exported_names():
+    namespace: dict = {}
+    exec("from hookbridge import *", namespace)
+    assert sorted(k for k in namespace if k != "__builtins__") == sorted(EXPORTED)
 
 
 def test_package_is_typed():

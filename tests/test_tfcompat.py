@@ -255,9 +255,10 @@ def test_coordinator_stop_flag_follows_request_stop():
 
 
 def test_session_run_values_is_a_plain_namedtuple():
-    """The bridge builds ``SessionRunValues`` with ``tuple.__new__`` (hookbridge/_hook_callback/
-    run.py), as the namedtuple's generated ``__new__`` does: this fails if TensorFlow gives the
-    class a constructor of its own (defaults, validation) that the bridge would skip.
+    """The bridge builds ``SessionRunValues`` with ``tuple.__new__``
+    (``_tfcompat.new_session_run_values``), as the namedtuple's generated ``__new__`` does: this
+    fails if TensorFlow gives the class a constructor of its own (defaults, validation) that the
+    bridge would skip.
 
     Importing ``tensorflow_estimator`` (TF 2.15) marks the class deprecated, which wraps
     ``__new__`` in TF's deprecation notice: a log line once per process, then the namedtuple's
@@ -275,5 +276,5 @@ def test_session_run_values_is_a_plain_namedtuple():
         new = cls.__new__
     assert new.__qualname__ == "SessionRunValues.__new__"  # collections.namedtuple's
     assert new.__defaults__ is None
-    built = tuple.__new__(cls, (1, 2, 3))
+    built = _tfcompat.new_session_run_values((1, 2, 3))
     assert type(built) is cls and built == cls(1, 2, 3) and built.run_metadata == 3

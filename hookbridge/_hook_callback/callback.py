@@ -4,71 +4,21 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
-from hookbridge._hook_callback.agreement import CONTINUE, FAILED, STOP, StopAgreement
+from hookbridge._hook_callback.agreement import FAILED, StopAgreement
 from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
 from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.run import BridgeRun
 from hookbridge._hook_callback.scaffold import ScaffoldArg
+from hookbridge._hook_callback.workers import AgreedSteps, is_chief, warn_multi_worker
 
 keras = tf.keras
-SessionRunHook = tf.compat.v1.train.SessionRunHook
-
-HooksArg = Sequence[SessionRunHook] | Callable[[], Iterable[SessionRunHook]]
-
-
-def _check_hooks(hooks: Any, where: str, name: str = "hooks") -> list:
-    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
-        raise TypeError(
-            f"HookCallback expected a list of tf.compat.v1.train.SessionRunHook{where}, "
-            f"received {hooks!r} of type {type(hooks).__name__}."
-        )
-    hooks = list(hooks)
-    for i, hook in enumerate(hooks):
-        if not isinstance(hook, SessionRunHook):
-            raise TypeError(
-                f"HookCallback: {name}[{i}] = {hook!r} (type {type(hook).__name__}) is not a "
-                "tf.compat.v1.train.SessionRunHook. Pass SessionRunHook instances; to wrap a "
-                "Keras callback in the other direction use hookbridge.CallbackHook."
-            )
-    return hooks
-
-
-def _hook_factory(hooks: Any, what: str) -> tuple[Callable[[], list], list]:
-    """A zero-argument callable returning the checked hooks of ``hooks`` (a list, one hook, a
-    callable returning them, or None), and the list itself when it is one (else empty)."""
-    if hooks is None and what != "hooks":  # an optional argument left out
-        return list, []
-    if callable(hooks) and not isinstance(hooks, SessionRunHook):
-        factory = hooks
-        return (lambda: _check_hooks(factory(), f" from the {what} callable", what)), []
-    if isinstance(hooks, SessionRunHook):
-        hooks = [hooks]
-    checked = _check_hooks(hooks, "" if what == "hooks" else f" as {what}", what)
-    return (lambda: list(checked)), list(checked)
-
-
-def _is_chief(model: Any) -> bool:
-    """Whether this process is the chief of the model's distribution strategy (the one that
-    checkpoints, as ``MonitoredTrainingSession(is_chief=...)``); True without a strategy."""
-    strategy = getattr(model, "distribute_strategy", None)
-    extended = getattr(strategy, "extended", None)
-    return bool(getattr(extended, "should_checkpoint", True))
-
-
-def _worker_count(model: Any) -> int:
-    """How many workers (chief included) the model's distribution strategy trains on: 1 unless
-    it is a multi-worker strategy with a cluster."""
-    resolver = getattr(getattr(model, "distribute_strategy", None), "cluster_resolver", None)
-    if resolver is None:
-        return 1
-    spec = resolver.cluster_spec()
-    return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
 
 
 def _fit_is_running(model: Any) -> bool:
@@ -84,37 +34,7 @@ def _fit_is_running(model: Any) -> bool:
     return False
 
 
-def _warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
-    workers = _worker_count(model)
-    if workers <= 1:
-        return
-    if agreed:
-        stops = (
-            "Stops are agreed: after each training step the workers share, in one collective, "
-            "whether any wants to stop (a hook's request_stop(), a coordinator stop, a hook "
-            "that raised), and every worker stops after that same step"
-        )
-    else:
-        stops = (
-            f"In {'evaluate' if mode == 'test' else mode}, stops are not agreed across "
-            "workers: a hook that raises on one worker leaves the others waiting in their next "
-            "collective"
-            if mode != "train"
-            else "agree_stops=False: stops are not agreed across workers, so stop every "
-            "worker on the same condition (StopAtStepHook, the reduced loss): a worker stopping "
-            "alone leaves the others waiting in their next collective"
-        )
-    warnings.warn(
-        f"HookCallback runs its hooks on each of the {workers} workers of this multi-worker "
-        "strategy (chief_only_hooks= on the chief only): pass hooks that write files "
-        "(CheckpointSaverHook, SummarySaverHook, StepCounterHook) as chief_only_hooks, as "
-        f"MonitoredTrainingSession runs them, or every worker writes the same directory. {stops} "
-        "(docs/distributed.md).",
-        stacklevel=4,
-    )
-
-
-class HookCallback(keras.callbacks.Callback):
+class HookCallback(AgreedSteps, keras.callbacks.Callback):
     """A Keras callback that runs TF1 ``SessionRunHook``s as ``MonitoredSession`` would.
 
     Each Keras ``fit`` (or ``evaluate`` / ``predict``) becomes one TF1 session: every hook's
@@ -230,8 +150,8 @@ class HookCallback(keras.callbacks.Callback):
         agree_stops: bool = True,
     ) -> None:
         super().__init__()
-        self._make_hooks, self._hooks = _hook_factory(hooks, "hooks")
-        self._make_chief_hooks, _ = _hook_factory(chief_only_hooks, "chief_only_hooks")
+        self._make_hooks, self._hooks = hook_factory(hooks, "hooks")
+        self._make_chief_hooks, _ = hook_factory(chief_only_hooks, "chief_only_hooks")
         if not isinstance(agree_stops, bool):
             raise TypeError(
                 f"HookCallback: agree_stops must be True or False, received {agree_stops!r}."
@@ -354,7 +274,7 @@ class HookCallback(keras.callbacks.Callback):
     def _hooks_for(self, model: Any) -> Callable[[], list]:
         """As ``MonitoredTrainingSession``: on the chief, the chief-only hooks first, then the
         others; on any other worker, the others only."""
-        if not _is_chief(model):
+        if not is_chief(model):
             return self._make_hooks
         make_chief, make = self._make_chief_hooks, self._make_hooks
         return lambda: [*make_chief(), *make()]
@@ -373,7 +293,7 @@ class HookCallback(keras.callbacks.Callback):
             )
         agreed = mode == "train" and self._agree_stops
         agreement = StopAgreement.for_model(model) if agreed else None
-        _warn_multi_worker(model, mode, agreement is not None)
+        warn_multi_worker(model, mode, agreement is not None)
         try:
             run = self._start_run(mode, model)
         except BaseException:
@@ -414,74 +334,6 @@ class HookCallback(keras.callbacks.Callback):
             global_step.unwatch()
             raise
         return run
-
-    @staticmethod
-    def _agree_start(agreement: StopAgreement, run: BridgeRun) -> None:
-        """Whether every worker's hooks started: if one worker's ``begin`` or
-        ``after_create_session`` raised, every worker's ``fit`` raises before its first step
-        (a step would wait in its collectives for the failed worker for ever)."""
-        codes = agreement.agree(CONTINUE)
-        failed = agreement.others(codes, FAILED)
-        if failed:
-            run.close()
-            raise RuntimeError(
-                f"HookCallback: the hooks of {', '.join(failed)} raised while their session was "
-                f"being created (begin / after_create_session; that worker raises the error "
-                f"itself). {agreement.name} stops too, before the first step: under "
-                "MultiWorkerMirroredStrategy every step waits for every worker."
-            )
-
-    def _agreed_before(self, batch: int) -> None:
-        """``_before`` under a multi-worker agreement: an exception is kept until the step's
-        end, where every worker learns of it (the Keras step runs regardless: the other
-        workers are already in its collectives)."""
-        run = self._run
-        try:
-            self._before(batch)
-        except BaseException as error:  # noqa: BLE001 - agreed, then raised in on_train_end
-            self._step_error = error
-            self._run = run  # closed, kept so that fit's validation starts no run of its own
-
-    def _agreed_after(self, batch: int, logs: dict | None) -> None:
-        """The step's hooks, then one collective: if any worker wants to stop, every worker
-        stops after this step. An exception from this worker's hooks is raised from
-        ``on_train_end``, after Keras's end of epoch (whose metric reads are collectives every
-        worker must join), instead of from the step."""
-        error, self._step_error = self._step_error, None
-        run = self._run
-        if error is None and run is not None and run.mode == "train":
-            try:
-                self._after(batch, logs)
-            except BaseException as e:  # noqa: BLE001 - agreed, then raised in on_train_end
-                error = e
-                self._run = run  # closed, kept so that fit's validation starts no run of its own
-        model = self.model
-        code = FAILED if error is not None else STOP if model.stop_training else CONTINUE
-        agreement = self._agreement
-        codes = agreement.agree(code)
-        if not any(codes):
-            return
-        self._keras.request_stop("train")
-        if error is not None:
-            self._deferred = ("train", error)
-        elif code == CONTINUE:
-            self._warn_stopped_by(agreement, codes)
-
-    def _warn_stopped_by(self, agreement: StopAgreement, codes: list[int]) -> None:
-        failed, asked = agreement.others(codes, FAILED), agreement.others(codes, STOP)
-        why = []
-        if failed:
-            why.append(f"a hook on {', '.join(failed)} raised (that worker raises it)")
-        if asked:
-            why.append(f"{', '.join(asked)} asked to stop")
-        run = self._run
-        step = f" (global step {run.global_step.value})" if run is not None else ""
-        warnings.warn(
-            f"HookCallback: {' and '.join(why)} after this step{step}: {agreement.name} stops "
-            "after the same step, as every worker of the MultiWorkerMirroredStrategy does, and "
-            "its hooks end normally.",
-            stacklevel=4,
-        )
 
     def _before(self, batch: int) -> None:
         run = self._run

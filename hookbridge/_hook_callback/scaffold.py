@@ -20,7 +20,8 @@ import tensorflow as tf
 from hookbridge._hook_callback.graph import SideGraph
 
 if TYPE_CHECKING:
-    from hookbridge._hook_callback.session import BridgeSession, Resolver
+    from hookbridge._hook_callback.resolver import Resolver
+    from hookbridge._hook_callback.session import BridgeSession
 
 Scaffold = tf.compat.v1.train.Scaffold
 ScaffoldArg = Scaffold | Callable[[], Scaffold] | None

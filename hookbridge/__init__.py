@@ -4,6 +4,8 @@
   :func:`restore_checkpoint` loads a checkpoint written under it (or, with an assignment map, by a
   TF1 graph or an Estimator: :func:`propose_assignment`) back into a Keras model, and
   :func:`estimator_hooks` gives ``fit`` the hooks ``Estimator.train`` added unasked.
+* :class:`CallbackLoop` gives a custom training loop (``tf.GradientTape``) ``fit``'s callback
+  events and logs, for Keras callbacks and, through ``HookCallback``, TF1 hooks.
 * :class:`CallbackHook` runs Keras callbacks inside ``MonitoredSession`` / ``Estimator``;
   :func:`load_weights` / :func:`read_weights` read what its ``ModelCheckpoint`` saved.
 * :mod:`hookbridge.hooks`: the R tfestimators ``hook_history_saver`` / ``hook_progress_bar``.
@@ -25,12 +27,14 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._callback_hook.weights import load_weights, read_weights
+    from hookbridge._loop.driver import CallbackLoop
     from hookbridge._migrate.estimator import estimator_hooks
     from hookbridge._hook_callback.callback import HookCallback
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
 
 _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",
+    "CallbackLoop": "hookbridge._loop.driver",
     "HookCallback": "hookbridge._hook_callback.callback",
     "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
     "estimator_hooks": "hookbridge._migrate.estimator",
@@ -44,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CallbackHook",
+    "CallbackLoop",
     "HookCallback",
     "UnsupportedModelAttributeError",
     "estimator_hooks",

@@ -1,0 +1,336 @@
+"""``CallbackLoop``: ``fit``'s callback events around a custom training loop.
+
+The loop is the user's; the events, their order and the logs are ``fit``'s. The callbacks are
+called through Keras's own ``CallbackList`` (``keras.callbacks.CallbackList``), as ``fit`` calls
+them, so what it decides (which batch methods run, ``History``, the progress bar, tf_keras's
+slow-callback warning) is Keras's own. The lifecycle, as ``fit`` runs it::
+
+    on_train_begin
+    for epoch in range(initial_epoch, epochs):
+        (metrics reset) on_epoch_begin(epoch)
+        for each step:  on_train_batch_begin(step); the user's step; on_train_batch_end(step, logs)
+                        stop after this step if model.stop_training
+        validation:     on_test_begin; per batch on_test_batch_begin/end; on_test_end(val logs)
+        on_epoch_end(epoch, logs + val_*);  stop if model.stop_training
+    on_train_end(last epoch logs)            (not after an exception, as fit)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from hookbridge._loop.logs import EpochLogs
+
+keras = tf.keras
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+
+#: Keras's own message when the input ends before ``steps_per_epoch`` steps (fit warns it).
+_RAN_OUT = (
+    "Your input ran out of data; interrupting training. Make sure that your dataset or "
+    "generator can generate at least `steps_per_epoch * epochs` batches. You may need to use "
+    "the `.repeat()` function when building your dataset."
+)
+
+
+#: tf_keras's message for the same (logged, not warned), with the batches asked for.
+_RAN_OUT_TF_KERAS = (
+    "Your input ran out of data; interrupting training. Make sure that your dataset or "
+    "generator can generate at least `steps_per_epoch * epochs` batches (in this case, {} "
+    "batches). You may need to use the repeat() function when building your dataset."
+)
+_END = object()
+
+
+def _known_batches(data: Any, learned: int | None) -> int | None:
+    """The number of batches ``data`` holds, when it can be known without reading it."""
+    if isinstance(data, tf.data.Dataset):
+        cardinality = int(data.cardinality())
+        return cardinality if cardinality >= 0 else learned
+    try:
+        return len(data)  # type: ignore[arg-type]
+    except TypeError:
+        return learned
+
+
+def _batch_size(batch: Any) -> int | None:
+    """The sample count of a batch, as Keras takes it: the first dimension of its first tensor."""
+    for leaf in tf.nest.flatten(batch):
+        shape = getattr(leaf, "shape", None)
+        if shape is not None and len(shape) > 0 and shape[0] is not None:
+            return int(shape[0])
+        return None
+    return None
+
+
+class CallbackLoop:
+    """Runs Keras callbacks (and, through ``HookCallback``, TF1 hooks) around a custom loop.
+
+    ``fit``'s events, in ``fit``'s order, with the logs ``fit`` would give: each key a step
+    returns is reported as its running mean over the epoch, each batch weighted by its sample
+    count (a ``keras.metrics.Metric`` returned as a value is reported by its ``result()``); the
+    epoch's logs are those values at its end, with ``val_*`` from the validation. Stops after
+    the step (or epoch) at which a callback sets ``model.stop_training``.
+
+    Args:
+        model: the Keras model the callbacks see as ``self.model`` (its ``stop_training``,
+            weights, ``optimizer``; for ``HookCallback``, ``optimizer.iterations`` is the global
+            step). Several optimizers: give the model the ``optimizer`` that counts the steps.
+        callbacks: Keras callbacks, built-in, third-party or ``HookCallback``.
+        epochs: index of the epoch to stop at, as ``fit(epochs=...)``.
+        steps_per_epoch: steps per epoch; ``None`` runs each epoch to the end of the data.
+        initial_epoch: the epoch to start at (a resumed run), as ``fit(initial_epoch=...)``.
+        verbose: 0 silent, 1 progress bar, 2 a line per epoch (``fit``'s ``ProgbarLogger``).
+        validation_data: data for the validation at each epoch's end (an iterable of batches).
+        validation_step: function of a validation batch returning a dict of scalars (or
+            metrics); required with ``validation_data``.
+        validation_steps: at most this many validation batches.
+        validation_freq: validate every ``validation_freq`` epochs, as ``fit``.
+        metrics: ``keras.metrics.Metric`` objects the steps update (a ``tf.function`` cannot
+            return one): reported by ``result()`` after the step's own keys, under their
+            ``name``, reset when an epoch and when the validation begin, as ``fit`` does with
+            the model's metrics (the validation reports them as ``val_<name>``).
+
+    Example:
+        ```python
+        loop = hookbridge.CallbackLoop(model, [EarlyStopping("loss"), CSVLogger("log.csv")],
+                                       epochs=10)
+        with loop:
+            for epoch in loop.epochs():
+                for batch in loop.steps(dataset):
+                    loop.step_end(train_step(batch))  # {"loss": ..., "acc": ...}
+        history = loop.history
+        ```
+
+    Not forwarded: ``fit``'s data handling (shuffling, ``class_weight``, ``sample_weight``):
+    the loop is the user's. See ``docs/custom-loops.md``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        callbacks: Sequence[Any] | None = None,
+        *,
+        epochs: int = 1,
+        steps_per_epoch: int | None = None,
+        initial_epoch: int = 0,
+        verbose: int = 0,
+        validation_data: Iterable[Any] | None = None,
+        validation_step: Callable[[Any], Mapping[str, Any]] | None = None,
+        validation_steps: int | None = None,
+        validation_freq: int = 1,
+        metrics: Sequence[Any] = (),
+    ) -> None:
+        if model is None or not hasattr(model, "get_weights"):
+            raise TypeError(
+                f"CallbackLoop(model=...) needs the Keras model the callbacks act on, got "
+                f"{type(model).__name__}. Pass your keras.Model (it need not be compiled)."
+            )
+        if (validation_data is None) != (validation_step is None):
+            raise ValueError(
+                "CallbackLoop: validation_data= and validation_step= go together: the step "
+                "function computes the validation logs of each validation batch."
+            )
+        for name, value in (("epochs", epochs), ("initial_epoch", initial_epoch)):
+            if int(value) != value or value < 0:
+                raise ValueError(f"CallbackLoop: {name}={value!r} must be an integer >= 0.")
+        if steps_per_epoch is not None and (int(steps_per_epoch) != steps_per_epoch
+                                            or steps_per_epoch < 1):
+            raise ValueError(
+                f"CallbackLoop: steps_per_epoch={steps_per_epoch!r} must be a positive integer "
+                "or None (each epoch runs to the end of the data)."
+            )
+        self.model = model
+        self.epochs_total = int(epochs)
+        self.steps_per_epoch = steps_per_epoch
+        self.initial_epoch = int(initial_epoch)
+        self.validation_data = validation_data
+        self.validation_step = validation_step
+        self.validation_steps = validation_steps
+        self.validation_freq = validation_freq
+        self.callbacks = keras.callbacks.CallbackList(
+            list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
+            verbose=verbose, epochs=self.epochs_total, steps=steps_per_epoch,
+        )
+        self._train_logs = EpochLogs(metrics)
+        self._val_logs = EpochLogs(metrics)
+        self._state = "new"  # new -> training -> ended
+        self._epoch: int | None = None  # the open epoch
+        self._step = 0  # the next step's index in the epoch
+        self._awaiting_end = False  # a step began (on_train_batch_begin) and has not ended
+        self._last_logs: dict[str, float] = {}
+        self._training_logs: dict[str, float] | None = None
+        self._iterator: Iterator[Any] | None = None  # kept across epochs with steps_per_epoch
+        self._batch_size: int | None = None
+        self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
+        self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
+
+    # -- the training ------------------------------------------------------------------------
+    def __enter__(self) -> CallbackLoop:
+        if self._state != "new":
+            raise RuntimeError("CallbackLoop: a loop runs once; make a new CallbackLoop.")
+        self._state = "training"
+        self.model.stop_training = False
+        self.callbacks.on_train_begin()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._state != "training":
+            return
+        self._state = "ended"
+        if exc_type is not None:  # as fit: the exception propagates, on_train_end is not called
+            return
+        if self._epoch is not None:  # the user left the epoch's body early (break)
+            self._end_epoch()
+        self.callbacks.on_train_end(logs=self._training_logs)
+
+    @property
+    def history(self) -> Any:
+        """The ``History`` callback of the run (``fit``'s return value)."""
+        return next(
+            cb for cb in self.callbacks.callbacks if isinstance(cb, keras.callbacks.History)
+        )
+
+    def epochs(self) -> Iterator[int]:
+        """The epochs to run, ``initial_epoch`` to ``epochs - 1``; stops when a callback asks."""
+        self._require("epochs()", "training")
+        for epoch in range(self.initial_epoch, self.epochs_total):
+            self._train_logs.reset()
+            self._epoch, self._step, self._last_logs = epoch, 0, {}
+            self.callbacks.on_epoch_begin(epoch)
+            yield epoch
+            if self._epoch is not None:
+                self._end_epoch()
+            if self.model.stop_training or self._insufficient_data:
+                return
+
+    def steps(self, data: Iterable[Any] | None = None) -> Iterator[Any]:
+        """The epoch's steps: each batch of ``data`` (or the step index when ``data`` is None).
+
+        ``on_train_batch_begin`` is called before each is given; :meth:`step_end` must follow.
+        With ``steps_per_epoch`` the data's iterator carries over to the next epoch, as in ``fit``.
+        """
+        self._require("steps()", "training")
+        if self._epoch is None:
+            raise RuntimeError("CallbackLoop.steps() runs inside `for epoch in loop.epochs():`.")
+        if data is None and self.steps_per_epoch is None:
+            raise ValueError(
+                "CallbackLoop.steps() without data needs steps_per_epoch= (how many steps an "
+                "epoch has); or pass the dataset: loop.steps(dataset)."
+            )
+        iterator = self._epoch_iterator(data)
+        known = None if data is None else _known_batches(data, self._learned_batches)
+        # Which comes first, on_train_batch_begin or reading the batch, is Keras's: Keras 3 stops
+        # before the begin when it knows the data's size; tf_keras / Keras 2 read the batch in
+        # the train function, after the begin, unless the size sets the epoch's steps.
+        read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
+        while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
+            if self.model.stop_training:
+                return
+            batch: Any = self._step
+            if iterator is not None and read_first:
+                batch = next(iterator, _END)
+                if batch is _END:
+                    return self._ran_out(began=False)
+            self.callbacks.on_train_batch_begin(self._step)
+            if iterator is not None and not read_first:
+                batch = next(iterator, _END)
+                if batch is _END:
+                    return self._ran_out(began=True)
+            self._batch_size = None if iterator is None else _batch_size(batch)
+            self._awaiting_end = True
+            yield batch
+            if self._awaiting_end:
+                raise RuntimeError(
+                    f"CallbackLoop: step {self._step} of epoch {self._epoch} ended without "
+                    "loop.step_end(logs): call it once per step with the step's logs."
+                )
+
+    def step_end(
+        self, logs: Mapping[str, Any], *, batch_size: int | None = None, steps: int = 1
+    ) -> dict[str, float]:
+        """Ends the step: ``on_train_batch_end`` with the logs ``fit`` would give.
+
+        Args:
+            logs: the step function's dict of scalars (tensors or numbers) or metrics.
+            batch_size: the step's sample count (default: the first dimension of the batch
+                :meth:`steps` gave; 1 without one), the weight of its values in the epoch means.
+            steps: steps this call ran (a ``tf.function`` running several steps, as
+                ``steps_per_execution``): the batch index reported is the last one's.
+
+        Returns:
+            The logs given to the callbacks.
+        """
+        self._require("step_end()", "training")
+        if not self._awaiting_end:
+            raise RuntimeError(
+                "CallbackLoop.step_end() ends a step that loop.steps() began: call it once "
+                "inside `for batch in loop.steps(data):`."
+            )
+        self._awaiting_end = False
+        size = batch_size if batch_size is not None else self._batch_size
+        self._last_logs = self._train_logs.add(logs, size)
+        end = self._step + steps - 1
+        self._step += steps
+        self.callbacks.on_train_batch_end(end, dict(self._last_logs))
+        return self._last_logs
+
+    # -- inside -----------------------------------------------------------------------------
+    def _require(self, what: str, state: str) -> None:
+        if self._state != state:
+            raise RuntimeError(
+                f"CallbackLoop.{what} runs inside `with loop:` (on_train_begin ... "
+                f"on_train_end); the loop is {self._state}."
+            )
+
+    def _ran_out(self, began: bool) -> None:
+        """The data ended inside the epoch, before ``steps_per_epoch`` steps or with its size
+        unknown: what ``fit`` does on each stack."""
+        self._iterator = None
+        if KERAS3:  # warned whenever a begun step found no data, the size never learned
+            if began or self.steps_per_epoch is not None:
+                warnings.warn(_RAN_OUT, stacklevel=3)
+            return
+        if self.steps_per_epoch is None:
+            self._learned_batches = self._step  # tf_keras: the size the first epoch found
+            return
+        self._insufficient_data = True  # tf_keras: training stops after this epoch
+        total = (self.epochs_total - self.initial_epoch) * self.steps_per_epoch
+        tf.get_logger().warning(_RAN_OUT_TF_KERAS.format(total))
+
+    def _epoch_iterator(self, data: Iterable[Any] | None) -> Iterator[Any] | None:
+        if data is None:
+            return None
+        if self.steps_per_epoch is None:
+            return iter(data)
+        if self._iterator is None:
+            self._iterator = iter(data)
+        return self._iterator
+
+    def _end_epoch(self) -> None:
+        epoch, self._epoch = self._epoch, None
+        if self._awaiting_end:  # left mid-step (break): that step never ended
+            self._awaiting_end = False
+        logs = self._train_logs.result() if self._last_logs else {}
+        if self.validation_data is not None and (epoch + 1) % self.validation_freq == 0:
+            logs.update({f"val_{k}": v for k, v in self._validate().items()})
+        self.callbacks.on_epoch_end(epoch, logs)
+        self._training_logs = logs
+
+    def _validate(self) -> dict[str, float]:
+        assert self.validation_step is not None and self.validation_data is not None
+        self._val_logs.reset()
+        self.callbacks.on_test_begin()
+        logs: dict[str, float] = {}
+        for step, batch in enumerate(self.validation_data):
+            if self.validation_steps is not None and step >= self.validation_steps:
+                break
+            self.callbacks.on_test_batch_begin(step)
+            logs = self._val_logs.add(self.validation_step(batch), _batch_size(batch))
+            self.callbacks.on_test_batch_end(step, dict(logs))
+        logs = self._val_logs.result() if logs else {}
+        self.callbacks.on_test_end(dict(logs))
+        return logs

@@ -1,0 +1,303 @@
+"""CallbackLoop beside its oracle, ``fit``: the same step function run by a custom loop and by a
+model whose ``train_step`` / ``test_step`` run it, with the same callbacks.
+
+The oracle's steps report each value through a ``keras.metrics.Mean`` weighted by the batch's
+sample count, as ``fit`` reports a compiled loss; a metric object the step returns is reported by
+its ``result()`` and reset at each epoch, as ``fit`` resets the model's metrics. Both runs record
+every callback event with its logs; the events must be the same, the logs equal to float32
+rounding, and what the callbacks write (CSV rows, checkpoints) the same.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+
+keras = tf.keras
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+if not hasattr(keras.Model, "train_step"):  # pragma: no cover - every supported Keras has it
+    pytest.skip("this Keras has no train_step to build the oracle", allow_module_level=True)
+
+EVENTS = (
+    "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+    "on_train_batch_begin", "on_train_batch_end",
+    "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
+)  # fmt: skip
+
+
+class Recorder(keras.callbacks.Callback):
+    """Every event with its index and logs (floats), in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple] = []
+
+
+def _recording(name: str):
+    def method(self, *args, **kwargs):
+        logs = kwargs.get("logs", args[-1] if args and isinstance(args[-1], dict) else None)
+        index = args[0] if args and not isinstance(args[0], dict) else None
+        self.events.append((name, index, {k: float(v) for k, v in (logs or {}).items()}))
+
+    method.__name__ = name
+    return method
+
+
+for _name in EVENTS:
+    setattr(Recorder, _name, _recording(_name))
+
+
+def assert_same_events(native: list, looped: list) -> None:
+    """The same events in the same order, with logs equal to float32 rounding."""
+    assert [e[:2] for e in looped] == [e[:2] for e in native]
+    for (name, index, want), (_, _, got) in zip(native, looped):
+        assert list(got) == list(want), (name, index, want, got)
+        for key in want:
+            w, g = want[key], got[key]
+            assert (math.isnan(w) and math.isnan(g)) or g == pytest.approx(w, rel=2e-6, abs=1e-7), (
+                name, index, key, w, g,
+            )  # fmt: skip
+
+
+def data(n: int = 10, batch: int = 4, seed: int = 0, inf_at: int | None = None):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3)).astype("float32")
+    y = x.sum(axis=1, keepdims=True).astype("float32")
+    if inf_at is not None:
+        y[inf_at] = np.inf
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+
+
+def inner_model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+
+class Task:
+    """The user's step functions, over an inner model and an optimizer they own."""
+
+    def __init__(self, model: keras.Model, with_mae: bool = False) -> None:
+        self.model = model
+        self.optimizer = keras.optimizers.SGD(0.05)
+        self.mae = keras.metrics.MeanAbsoluteError(name="mae") if with_mae else None
+
+    def logs(self, x, y, loss):
+        if self.mae is not None:
+            self.mae.update_state(y, self.model(x))
+        return {"loss": loss}
+
+    def train(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.model(x) - y))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return self.logs(x, y, loss)
+
+    def test(self, x, y):
+        return self.logs(x, y, tf.reduce_mean(tf.square(self.model(x) - y)))
+
+
+class Oracle(keras.Model):
+    """``fit``'s side: train_step / test_step run the Task's step, values through Means."""
+
+    def __init__(self, with_mae: bool = False) -> None:
+        super().__init__()
+        self.task = Task(inner_model(), with_mae)
+        self.inner = self.task.model
+        self.tracker = keras.metrics.Mean(name="loss")
+
+    @property
+    def metrics(self):
+        return [self.tracker] + ([self.task.mae] if self.task.mae is not None else [])
+
+    def call(self, x):
+        return self.inner(x)
+
+    def _report(self, logs, x):
+        self.tracker.update_state(logs["loss"], sample_weight=tf.shape(x)[0])
+        return {m.name: m.result() for m in self.metrics}
+
+    def train_step(self, data):
+        x, y = data
+        return self._report(self.task.train(x, y), x)
+
+    def test_step(self, data):
+        x, y = data
+        return self._report(self.task.test(x, y), x)
+
+
+def run_fit(callbacks, *, train, epochs, val=None, with_mae=False, **fit_kw):
+    model = Oracle(with_mae)
+    model(np.zeros((1, 3), "float32"))  # built, as ModelCheckpoint needs
+    model.compile(optimizer=model.task.optimizer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(train, epochs=epochs, validation_data=val, callbacks=callbacks, verbose=0,
+                  **fit_kw)  # fmt: skip
+    return model, [str(w.message) for w in caught]
+
+
+def run_loop(callbacks, *, train, epochs, val=None, with_mae=False, **loop_kw):
+    task = Task(inner_model(), with_mae)
+    step = tf.function(task.train)
+    loop = hookbridge.CallbackLoop(
+        task.model, callbacks, epochs=epochs, validation_data=val,
+        validation_step=None if val is None else (lambda b: task.test(*b)),
+        metrics=[task.mae] if with_mae else [], **loop_kw,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with loop:
+            for _ in loop.epochs():
+                for x, y in loop.steps(train):
+                    loop.step_end(step(x, y))
+    return task, loop, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("with_mae", [False, True], ids=["loss", "loss+metric"])
+@pytest.mark.parametrize("validate", [False, True], ids=["train", "validation"])
+def test_events_and_logs_match_fit(validate, with_mae):
+    val = data(6, 4, seed=1) if validate else None
+    native, looped = Recorder(), Recorder()
+    model, _ = run_fit([native], train=data(), epochs=3, val=val, with_mae=with_mae)
+    task, loop, _ = run_loop([looped], train=data(), epochs=3, val=val, with_mae=with_mae)
+    assert_same_events(native.events, looped.events)
+    assert loop.history.history.keys() == model.history.history.keys()
+    for key, values in model.history.history.items():
+        np.testing.assert_allclose(loop.history.history[key], values, rtol=2e-6)
+    for want, got in zip(model.inner.get_weights(), task.model.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_ragged_last_batch_weighs_by_its_sample_count():
+    """10 samples in batches of 4: the epoch mean weights the last batch (2 samples) by 2."""
+    looped = Recorder()
+    task, loop, _ = run_loop([looped], train=data(10, 4), epochs=1)
+    batch_means = [e[2]["loss"] for e in looped.events if e[0] == "on_train_batch_end"]
+    assert len(batch_means) == 3
+    # the running means unwound by the sample counts give the batch values back
+    sums = np.array(batch_means) * np.array([4, 8, 10])
+    batches = np.diff(np.concatenate([[0.0], sums])) / np.array([4, 4, 2])
+    assert loop.history.history["loss"][0] == pytest.approx(
+        float(np.dot(batches, [4, 4, 2]) / 10), rel=1e-6
+    )
+    assert loop.history.history["loss"][0] != pytest.approx(float(batches.mean()), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=10.0),
+        lambda: keras.callbacks.TerminateOnNaN(),
+    ],
+    ids=["EarlyStopping", "TerminateOnNaN"],
+)
+def test_stops_at_the_step_fit_stops(make):
+    """EarlyStopping ends after an epoch, TerminateOnNaN after the step whose loss is inf."""
+    native, looped = Recorder(), Recorder()
+    kwargs = {"train": data(12, 4, inf_at=5), "epochs": 4}
+    model, _ = run_fit([make(), native], **kwargs)
+    task, loop, _ = run_loop([make(), looped], **kwargs)
+    assert_same_events(native.events, looped.events)
+    assert int(task.optimizer.iterations.numpy()) == int(model.task.optimizer.iterations.numpy())
+    assert task.model.stop_training and model.stop_training
+
+
+def test_csv_logger_and_model_checkpoint_write_what_fit_writes(tmp_path):
+    def callbacks(side):
+        return [
+            keras.callbacks.CSVLogger(str(tmp_path / f"{side}.csv")),
+            keras.callbacks.ModelCheckpoint(
+                str(tmp_path / f"{side}-{{epoch}}.weights.h5"), save_weights_only=True
+            ),
+        ]
+
+    model, _ = run_fit(callbacks("fit"), train=data(), epochs=2, val=data(6, 4, seed=1))
+    task, _, _ = run_loop(callbacks("loop"), train=data(), epochs=2, val=data(6, 4, seed=1))
+    rows = {side: list(csv.DictReader(open(tmp_path / f"{side}.csv"))) for side in ("fit", "loop")}
+    assert [list(r) for r in rows["loop"]] == [list(r) for r in rows["fit"]]
+    for want, got in zip(rows["fit"], rows["loop"]):
+        for key in want:
+            assert float(got[key]) == pytest.approx(float(want[key]), rel=2e-6), key
+    for epoch in (1, 2):  # each epoch's weights, read back into fresh models
+        fresh = inner_model()
+        fresh.load_weights(str(tmp_path / f"loop-{epoch}.weights.h5"))
+        oracle = Oracle()
+        oracle(np.zeros((1, 3), "float32"))
+        oracle.load_weights(str(tmp_path / f"fit-{epoch}.weights.h5"))
+        for want, got in zip(oracle.inner.get_weights(), fresh.get_weights()):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    for want, got in zip(model.inner.get_weights(), task.model.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("initial_epoch", [0, 2])
+def test_steps_per_epoch_and_initial_epoch(initial_epoch):
+    """A repeated dataset read across epochs, ``steps_per_epoch`` at a time, from an epoch."""
+    native, looped = Recorder(), Recorder()
+    kwargs = {"train": data(16, 4).repeat(), "epochs": 4, "steps_per_epoch": 3,
+              "initial_epoch": initial_epoch}  # fmt: skip
+    run_fit([native], **kwargs)
+    run_loop([looped], **kwargs)
+    assert_same_events(native.events, looped.events)
+
+
+def unknown_size(dataset):
+    return dataset.filter(lambda x, y: True)  # the cardinality becomes unknown
+
+
+@pytest.mark.parametrize(
+    "train, steps_per_epoch",
+    [
+        (lambda: data(20, 4), 3),
+        (lambda: unknown_size(data(20, 4)), 3),
+        (lambda: unknown_size(data(10, 4)), None),
+    ],
+    ids=["known-size", "unknown-size", "unknown-size-whole-epochs"],
+)
+def test_input_ending_inside_an_epoch_ends_as_fit(train, steps_per_epoch, caplog):
+    """The data ends before ``steps_per_epoch`` steps (or its size is unknown): the same begins
+    without an end, the same epochs, and the same warning (Keras 3 warns, tf_keras logs)."""
+    native, looped = Recorder(), Recorder()
+    kwargs = {"epochs": 3, "steps_per_epoch": steps_per_epoch}
+    with caplog.at_level("WARNING"):
+        _, native_warnings = run_fit([native], train=train(), **kwargs)
+        native_logged = [r.getMessage() for r in caplog.records if "ran out" in r.getMessage()]
+        caplog.clear()
+        _, _, loop_warnings = run_loop([looped], train=train(), **kwargs)
+        loop_logged = [r.getMessage() for r in caplog.records if "ran out" in r.getMessage()]
+    assert_same_events(native.events, looped.events)
+    assert [w for w in loop_warnings if "ran out" in w][:1] == [
+        w for w in native_warnings if "ran out" in w
+    ][:1]
+    assert loop_logged[:1] == native_logged[:1]
+    if steps_per_epoch is not None:
+        assert native_logged[:1] or [w for w in native_warnings if "ran out" in w]
+
+
+def test_misuse_gets_clear_errors():
+    task = Task(inner_model())
+    with pytest.raises(TypeError, match="needs the Keras model"):
+        hookbridge.CallbackLoop(None)
+    with pytest.raises(ValueError, match="validation_step="):
+        hookbridge.CallbackLoop(task.model, validation_data=data())
+    loop = hookbridge.CallbackLoop(task.model, epochs=1)
+    with pytest.raises(RuntimeError, match="inside `with loop:`"):
+        next(loop.epochs())
+    with loop:
+        for _ in loop.epochs():
+            with pytest.raises(RuntimeError, match="without loop.step_end"):
+                for _batch in loop.steps(data()):
+                    pass
+    loop = hookbridge.CallbackLoop(task.model, epochs=1)
+    with pytest.raises(TypeError, match="'loss' is not a scalar"), loop:
+        for _ in loop.epochs():
+            for x, _y in loop.steps(data()):
+                loop.step_end({"loss": x})

@@ -7,6 +7,7 @@ TensorFlow or Keras release moves it. Nothing else in hookbridge imports a priva
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import tensorflow as tf
@@ -282,3 +283,21 @@ def coordinator_stop_flag(coord: Any) -> Any:
 #: deprecation log line TF 2.15's estimator wraps around that ``__new__`` is not printed.
 #: ``tests/test_tfcompat.py`` fails if TensorFlow gives the class a constructor of its own.
 new_session_run_values = functools.partial(tuple.__new__, tf.compat.v1.train.SessionRunValues)
+
+
+def hook_output_dir(hook: Any) -> str | None:
+    """The directory a built-in file-writing hook writes to (private attributes), or None:
+    ``CheckpointSaverHook``'s checkpoint dir, ``SummarySaverHook``'s / ``StepCounterHook``'s
+    ``output_dir`` (or their writer's logdir), ``ProfilerHook``'s ``output_dir``. A
+    ``StepCounterHook`` given neither writes nothing (None)."""
+    train = tf.compat.v1.train
+    if isinstance(hook, train.CheckpointSaverHook):
+        return hook._checkpoint_dir
+    if isinstance(hook, train.ProfilerHook):
+        return os.path.dirname(hook._output_file)
+    if isinstance(hook, (train.SummarySaverHook, train.StepCounterHook)):
+        if hook._output_dir:
+            return hook._output_dir
+        writer = hook._summary_writer
+        return writer.get_logdir() if writer is not None else None
+    return None

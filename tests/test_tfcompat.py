@@ -278,3 +278,29 @@ def test_session_run_values_is_a_plain_namedtuple():
     assert new.__defaults__ is None
     built = _tfcompat.new_session_run_values((1, 2, 3))
     assert type(built) is cls and built == cls(1, 2, 3) and built.run_metadata == 3
+
+
+def test_hook_output_dir_of_the_file_writing_hooks(tmp_path):
+    """The directory each built-in file-writing hook writes to, read from its private
+    attributes (HookCallback names it when such a hook runs on a non-chief worker)."""
+    train = tf.compat.v1.train
+    with tf.Graph().as_default():
+        train.get_or_create_global_step()
+        loss = tf.constant(1.0, name="loss")
+        summary = tf.compat.v1.summary.scalar("loss", loss)
+        d = str(tmp_path)
+        writer = tf.compat.v1.summary.FileWriter(str(tmp_path / "w"))
+        cases = [
+            (train.CheckpointSaverHook(d, save_steps=1), d),
+            (train.SummarySaverHook(save_steps=1, output_dir=d, summary_op=summary), d),
+            (train.SummarySaverHook(save_steps=1, summary_writer=writer, summary_op=summary),
+             str(tmp_path / "w")),
+            (train.StepCounterHook(every_n_steps=1, output_dir=d), d),
+            (train.StepCounterHook(every_n_steps=1, summary_writer=writer), str(tmp_path / "w")),
+            (train.StepCounterHook(every_n_steps=1), None),
+            (train.ProfilerHook(save_steps=1, output_dir=d), d),
+            (train.NanTensorHook(loss), None),
+        ]
+        writer.close()
+    for hook, expected in cases:
+        assert _tfcompat.hook_output_dir(hook) == expected, type(hook).__name__

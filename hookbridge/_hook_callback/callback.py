@@ -16,7 +16,13 @@ from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.run import BridgeRun
 from hookbridge._hook_callback.scaffold import ScaffoldArg
-from hookbridge._hook_callback.workers import AgreedSteps, is_chief, warn_multi_worker
+from hookbridge._hook_callback.workers import (
+    AgreedSteps,
+    is_chief,
+    warn_file_writers,
+    warn_multi_worker,
+    worker_name,
+)
 
 keras = tf.keras
 
@@ -167,6 +173,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self._deferred: tuple = (None, None)  # (mode, exception raised by an end() mid-loop)
         self._keras: KerasAccess | None = None
         self._warned_spe = False
+        self._warned_writers = False  # file-writing hooks on a non-chief worker (once)
         self._agreement: StopAgreement | None = None  # a multi-worker fit's, while it runs
         self._step_error: BaseException | None = None  # a before_run error, agreed after the step
 
@@ -305,6 +312,8 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self._hooks = run.hooks
         self._run = run
         self._agreement = agreement
+        if not self._warned_writers and not is_chief(model):
+            self._warned_writers = warn_file_writers(run.hooks, worker_name(model))
 
     def _start_run(self, mode: str, model: Any) -> BridgeRun:
         """Every hook's ``begin``, the session and every ``after_create_session``."""

@@ -26,7 +26,10 @@ def mirror_name(index: int, variable: Any) -> str:
     the bridge names weights by their position in ``model.weights``, which is stable for one
     architecture; a fresh model of the same architecture restores from it.
     """
-    leaf = getattr(variable, "path", None) or variable.name
+    try:
+        leaf = getattr(variable, "path", None) or variable.name
+    except (RuntimeError, ValueError):  # a SyncOnRead variable's lookup, in the bridge's graph
+        leaf = variable.name
     leaf = leaf.split("/")[-1].split(":")[0]
     return f"{WEIGHTS_SCOPE}/{index:03d}/{_INVALID_NAME_CHARS.sub('_', leaf)}"
 

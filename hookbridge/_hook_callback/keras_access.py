@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
@@ -37,8 +38,13 @@ class KerasAccess:
             return int(keras.backend.get_value(iterations))
 
     def weights(self) -> list:
-        """``model.get_weights()``, read from anywhere."""
+        """``model.get_weights()``, read from anywhere; a distributed weight as this worker
+        holds it (:func:`local_value`: never a collective, even when one worker reads alone)."""
         weights = self.model.weights
+        if any(isinstance(w, tf.distribute.DistributedValues) for w in weights):
+            with _tfcompat.eager():
+                strategy = self.model.distribute_strategy
+                return [local_value(w, strategy) for w in weights]
         with keras_context(weights[0] if weights else None):
             return self.model.get_weights()
 
@@ -47,7 +53,8 @@ class KerasAccess:
 
         The read is one raw ``ReadVariableOp`` in eager mode (about 20 µs, a quarter of
         ``keras.backend.get_value``): the bridge reads the count on every step where a hook
-        fetches a batch value. Distributed variables and tf_keras graph mode take Keras's way.
+        fetches a batch value. A distributed count (a metric's ``SyncOnRead`` variable) is read
+        as this worker holds it (:func:`local_value`); tf_keras graph mode takes Keras's way.
         """
         found: list = []
         scope = _tfcompat.eager()
@@ -67,14 +74,18 @@ class KerasAccess:
                         and handle is not None
                         and not hasattr(handle, "graph")  # an eager handle (no graph mode)
                     )
-                    found.append((count, handle if fast else None, variable.dtype))
+                    local = variable if distributed else False  # read with local_value
+                    found.append((count, handle if fast else None, variable.dtype, local))
                     return True
             return False
 
         def read() -> float | None:
             if not found and not locate():
                 return None
-            count, handle, dtype = found[0]
+            count, handle, dtype, distributed = found[0]
+            if distributed is not False:  # never a collective: see local_value
+                with scope:
+                    return float(local_value(distributed, self.model.distribute_strategy))
             if handle is None:
                 with keras_context(count):
                     return float(keras.backend.get_value(count))
@@ -131,6 +142,31 @@ class KerasAccess:
                 "cannot stop evaluate/predict early (Keras 3 can); the run continues to its end.",
                 stacklevel=5,
             )
+
+
+def local_value(variable: Any, strategy: Any) -> np.ndarray:
+    """A distributed variable's value on THIS worker, read without any collective.
+
+    Reading a ``SyncOnRead`` variable (a metric's ``total``/``count``; tf_keras's
+    BatchNormalization moving statistics) outside a replica context reduces it across every
+    replica, and under ``MultiWorkerMirroredStrategy`` that is an all-reduce across workers: a
+    read that one worker makes alone (a chief-only hook's fetch) enters a collective the others
+    never join, and the next collective of every worker fails (``Shape mismatch in the
+    collective instance``). So the bridge reduces over this worker's own replicas only, as the
+    variable's aggregation says (``SUM``: their sum, ``MEAN``: their mean, else the first), as
+    ``strategy`` (the model's) lists them. With
+    one worker (``MirroredStrategy``) that is the value Keras reads; across workers, a
+    ``SyncOnRead`` variable is this worker's share (docs/distributed.md). Must run eagerly.
+    """
+    if not isinstance(variable, tf.distribute.DistributedValues):
+        return np.asarray(variable.numpy())
+    parts = [np.asarray(v.numpy()) for v in strategy.experimental_local_results(variable)]
+    aggregation = getattr(variable, "aggregation", None)
+    if aggregation == tf.VariableAggregation.SUM:
+        return np.sum(parts, axis=0, dtype=parts[0].dtype)
+    if aggregation == tf.VariableAggregation.MEAN:
+        return np.mean(parts, axis=0, dtype=parts[0].dtype)
+    return parts[0]
 
 
 def _flat_metrics(model: Any) -> list:

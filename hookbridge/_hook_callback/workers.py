@@ -9,8 +9,10 @@ whether any of them wants to stop, and every worker stops after that same step.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
+from hookbridge import _tfcompat
 from hookbridge._hook_callback.agreement import CONTINUE, FAILED, STOP, StopAgreement
 from hookbridge._hook_callback.run import BridgeRun
 
@@ -21,6 +23,31 @@ def is_chief(model: Any) -> bool:
     strategy = getattr(model, "distribute_strategy", None)
     extended = getattr(strategy, "extended", None)
     return bool(getattr(extended, "should_checkpoint", True))
+
+
+def worker_name(model: Any) -> str:
+    """This worker's ``"job:index"`` in the model's multi-worker strategy."""
+    resolver = model.distribute_strategy.cluster_resolver
+    return f"{resolver.task_type}:{int(resolver.task_id or 0)}"
+
+
+def warn_file_writers(hooks: Sequence[Any], worker: str) -> bool:
+    """Warns once about the file-writing hooks (``CheckpointSaverHook``, ``SummarySaverHook``,
+    ``StepCounterHook`` with an ``output_dir``, ``ProfilerHook``) among ``hooks``, which run on
+    ``worker``, a worker that is not the chief: every worker writes the same files. Returns
+    whether it warned (the caller warns once per HookCallback)."""
+    writers = [(h, d) for h in hooks if (d := _tfcompat.hook_output_dir(h))]
+    if not writers:
+        return False
+    named = ", ".join(f"{type(h).__name__} (writing to {d!r})" for h, d in writers)
+    warnings.warn(
+        f"HookCallback: {named} in hooks= run on {worker}, which is not the chief of this "
+        "multi-worker strategy: every worker writes the same files there. Pass file-writing "
+        "hooks as chief_only_hooks= (HookCallback(hooks, chief_only_hooks=[...])), as "
+        "MonitoredTrainingSession runs them on the chief only (docs/distributed.md).",
+        stacklevel=4,
+    )
+    return True
 
 
 def _worker_count(model: Any) -> int:

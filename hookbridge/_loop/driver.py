@@ -93,6 +93,11 @@ class CallbackLoop:
             return one): reported by ``result()`` after the step's own keys, under their
             ``name``, reset when an epoch and when the validation begin, as ``fit`` does with
             the model's metrics (the validation reports them as ``val_<name>``).
+        steps_per_execution: steps per call of the user's step function, as
+            ``compile(steps_per_execution=...)``: :meth:`steps` gives a list of up to this many
+            batches per call (fewer where the data ends), one batch begin and end per call.
+            The running means then weigh the call's values once, by all its samples: for exact
+            epoch values, update ``metrics=`` inside the step, as ``fit`` does.
 
     Example:
         ```python
@@ -123,6 +128,7 @@ class CallbackLoop:
         validation_steps: int | None = None,
         validation_freq: int = 1,
         metrics: Sequence[Any] = (),
+        steps_per_execution: int = 1,
     ) -> None:
         if model is None or not hasattr(model, "get_weights"):
             raise TypeError(
@@ -151,6 +157,13 @@ class CallbackLoop:
         self.validation_step = validation_step
         self.validation_steps = validation_steps
         self.validation_freq = validation_freq
+        if int(steps_per_execution) != steps_per_execution or steps_per_execution < 1:
+            raise ValueError(
+                f"CallbackLoop: steps_per_execution={steps_per_execution!r} must be an "
+                "integer >= 1."
+            )
+        self.steps_per_execution = int(steps_per_execution)
+        self._execution = 1  # steps in the execution steps() gave last
         self.callbacks = keras.callbacks.CallbackList(
             list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
             verbose=verbose, epochs=self.epochs_total, steps=steps_per_epoch,
@@ -227,30 +240,50 @@ class CallbackLoop:
         # before the begin when it knows the data's size; tf_keras / Keras 2 read the batch in
         # the train function, after the begin, unless the size sets the epoch's steps.
         read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
+        k = self.steps_per_execution
         while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
             if self.model.stop_training:
                 return
-            batch: Any = self._step
+            wanted = k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
+            batches: list[Any] = []
             if iterator is not None and read_first:
-                batch = next(iterator, _END)
-                if batch is _END:
+                batches = self._take(iterator, wanted)
+                if not batches:
                     return self._ran_out(began=False)
             self.callbacks.on_train_batch_begin(self._step)
             if iterator is not None and not read_first:
-                batch = next(iterator, _END)
-                if batch is _END:
+                batches = self._take(iterator, wanted)
+                if not batches:
                     return self._ran_out(began=True)
-            self._batch_size = None if iterator is None else _batch_size(batch)
+            if iterator is None:
+                given: Any = self._step
+                self._batch_size, self._execution = None, wanted
+            else:
+                given = batches if k > 1 else batches[0]
+                sizes = [_batch_size(b) for b in batches]
+                self._batch_size = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+                self._execution = len(batches)
             self._awaiting_end = True
-            yield batch
+            yield given
             if self._awaiting_end:
                 raise RuntimeError(
                     f"CallbackLoop: step {self._step} of epoch {self._epoch} ended without "
                     "loop.step_end(logs): call it once per step with the step's logs."
                 )
 
+    @staticmethod
+    def _take(iterator: Iterator[Any], n: int) -> list[Any]:
+        """Up to ``n`` batches (fewer where the data ends: a partial execution)."""
+        batches = []
+        for _ in range(n):
+            batch = next(iterator, _END)
+            if batch is _END:
+                break
+            batches.append(batch)
+        return batches
+
     def step_end(
-        self, logs: Mapping[str, Any], *, batch_size: int | None = None, steps: int = 1
+        self, logs: Mapping[str, Any], *, batch_size: int | None = None, steps: int | None = None
     ) -> dict[str, float]:
         """Ends the step: ``on_train_batch_end`` with the logs ``fit`` would give.
 
@@ -258,8 +291,9 @@ class CallbackLoop:
             logs: the step function's dict of scalars (tensors or numbers) or metrics.
             batch_size: the step's sample count (default: the first dimension of the batch
                 :meth:`steps` gave; 1 without one), the weight of its values in the epoch means.
-            steps: steps this call ran (a ``tf.function`` running several steps, as
-                ``steps_per_execution``): the batch index reported is the last one's.
+            steps: steps this call ran (default: the batches :meth:`steps` gave, or
+                ``steps_per_execution`` without data); the batch index reported is the last
+                one's as each stack's ``fit`` reports it (Keras 3: the execution's full width).
 
         Returns:
             The logs given to the callbacks.
@@ -273,8 +307,11 @@ class CallbackLoop:
         self._awaiting_end = False
         size = batch_size if batch_size is not None else self._batch_size
         self._last_logs = self._train_logs.add(logs, size)
-        end = self._step + steps - 1
-        self._step += steps
+        ran = self._execution if steps is None else int(steps)
+        # Keras 3 reports an execution's last index as begin + steps_per_execution - 1 even
+        # when the data ended inside it; tf_keras / Keras 2 report the last step run.
+        end = self._step + (self.steps_per_execution if KERAS3 and ran > 0 else ran) - 1
+        self._step += ran
         self.callbacks.on_train_batch_end(end, dict(self._last_logs))
         return self._last_logs
 

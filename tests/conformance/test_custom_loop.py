@@ -301,3 +301,34 @@ def test_misuse_gets_clear_errors():
         for _ in loop.epochs():
             for x, _y in loop.steps(data()):
                 loop.step_end({"loss": x})
+
+
+@pytest.mark.parametrize("n_samples", [40, 36], ids=["full-executions", "partial-last"])
+def test_steps_per_execution(n_samples):
+    """Three steps per call, as ``compile(steps_per_execution=3)``: one begin and end per call
+    (the end's index as each stack reports it, also for a partial last call), the epoch values
+    exact through a Mean the step updates per batch, the optimizer's step count the same."""
+    native, looped = Recorder(), Recorder()
+    model = Oracle()
+    model(np.zeros((1, 3), "float32"))
+    model.compile(optimizer=model.task.optimizer, steps_per_execution=3)
+    model.fit(data(n_samples, 4), epochs=2, callbacks=[native], verbose=0)
+
+    task = Task(inner_model())
+    tracker = keras.metrics.Mean(name="loss")
+
+    @tf.function
+    def one(x, y):
+        tracker.update_state(task.train(x, y)["loss"], sample_weight=tf.shape(x)[0])
+
+    loop = hookbridge.CallbackLoop(
+        task.model, [looped], epochs=2, metrics=[tracker], steps_per_execution=3
+    )
+    with loop:
+        for _ in loop.epochs():
+            for batches in loop.steps(data(n_samples, 4)):
+                for x, y in batches:
+                    one(x, y)
+                loop.step_end({})
+    assert_same_events(native.events, looped.events)
+    assert int(task.optimizer.iterations.numpy()) == int(model.task.optimizer.iterations.numpy())

@@ -301,3 +301,49 @@ def hook_output_dir(hook: Any) -> str | None:
         writer = hook._summary_writer
         return writer.get_logdir() if writer is not None else None
     return None
+
+
+#: A Keras optimizer's slot variables (state per model variable), by the canonical slot names
+#: of ``tf.keras.optimizers.legacy`` (``get_slot``): the attribute of the lists Keras 2.11+ and
+#: Keras 3 optimizers keep them in (``Adam._momentums[i]`` is ``m`` of the i-th variable).
+KERAS_SLOT_LISTS = {
+    "m": "_momentums",
+    "v": "_velocities",
+    "vhat": "_velocity_hats",
+    "accumulator": "_accumulators",
+    "linear": "_linears",
+    "mg": "_average_gradients",
+}
+#: Slots whose list depends on the class: SGD keeps ``momentums`` (public), RMSprop keeps
+#: ``rms`` in ``_velocities`` and ``momentum`` in ``_momentums``.
+_KERAS_SLOT_LISTS_BY_CLASS = {
+    ("SGD", "momentum"): "momentums",
+    ("RMSprop", "rms"): "_velocities",
+    ("RMSprop", "momentum"): "_momentums",
+}
+
+
+def build_keras_optimizer(optimizer: Any, variables: list) -> None:
+    """Creates a Keras optimizer's slot variables for ``variables`` (as its first step does):
+    ``build`` (Keras 2.11+ and Keras 3) or ``_create_all_weights`` (``optimizers.legacy``)."""
+    if hasattr(optimizer, "get_slot") and hasattr(optimizer, "_create_all_weights"):
+        optimizer._create_all_weights(variables)
+    else:
+        optimizer.build(variables)
+
+
+def keras_optimizer_slot(optimizer: Any, variable: Any, slot: str) -> Any:
+    """The slot ``slot`` (``m``, ``v``, ``momentum``, ``accumulator``, ``linear``, ``rms``,
+    ``mg``) of ``variable`` in a built Keras optimizer, or ``None`` when it keeps none."""
+    if hasattr(optimizer, "get_slot") and hasattr(optimizer, "get_slot_names"):  # legacy
+        return optimizer.get_slot(variable, slot) if slot in optimizer.get_slot_names() else None
+    attribute = _KERAS_SLOT_LISTS_BY_CLASS.get((type(optimizer).__name__, slot))
+    attribute = attribute or KERAS_SLOT_LISTS.get(slot)
+    slots = getattr(optimizer, attribute, None) if attribute else None
+    if not slots:
+        return None
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        index = optimizer._get_variable_index(variable)
+    else:  # Keras 2.11+
+        index = optimizer._index_dict[optimizer._var_key(variable)]
+    return slots[index]

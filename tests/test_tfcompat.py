@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -304,3 +305,37 @@ def test_hook_output_dir_of_the_file_writing_hooks(tmp_path):
         writer.close()
     for hook, expected in cases:
         assert _tfcompat.hook_output_dir(hook) == expected, type(hook).__name__
+
+
+@pytest.mark.parametrize(
+    "make, slots",
+    [
+        (lambda k: k.optimizers.Adam(0.1), ("m", "v")),
+        (lambda k: k.optimizers.SGD(0.1, momentum=0.9), ("momentum",)),
+        (lambda k: k.optimizers.Adagrad(0.1), ("accumulator",)),
+        (
+            lambda k: k.optimizers.RMSprop(0.1, momentum=0.5, centered=True),
+            ("rms", "momentum", "mg"),
+        ),
+        (lambda k: k.optimizers.Ftrl(0.1), ("accumulator", "linear")),
+    ],
+)
+def test_keras_optimizer_slots_are_the_ones_the_update_uses(make, slots):
+    """``build_keras_optimizer`` / ``keras_optimizer_slot`` (hookbridge/_migrate/
+    optimizer_state.py) reach the slot lists Keras optimizers keep privately (``_momentums``,
+    ``_accumulators``, ...; ``get_slot`` on ``optimizers.legacy``): each slot found is one of the
+    optimizer's variables with its model variable's shape, and an Adam update reads ``m``."""
+    keras = tf.keras
+    optimizer = make(keras)
+    var = tf.Variable(np.ones((3, 2), "float32"))
+    _tfcompat.build_keras_optimizer(optimizer, [var])
+    tracked = {id(v) for v in optimizer.variables}
+    for slot in slots:
+        found = _tfcompat.keras_optimizer_slot(optimizer, var, slot)
+        assert found is not None, f"{type(optimizer).__name__} keeps its {slot!r} elsewhere"
+        assert id(found) in tracked and tuple(found.shape) == (3, 2)
+    if "m" in slots:
+        m = _tfcompat.keras_optimizer_slot(optimizer, var, "m")
+        m.assign(np.full((3, 2), 2.0, "float32"))
+        optimizer.apply_gradients([(tf.zeros((3, 2)), var)])
+        np.testing.assert_allclose(m.numpy(), 2.0 * 0.9, rtol=1e-6)  # m = beta_1 * m + 0

@@ -38,8 +38,10 @@ def restore_checkpoint(
     ``dense_3/kernel``, its path, its index in ``model.weights`` or the variable), and the entry
     ``"*": "auto"`` has the rest proposed. ``global_step`` goes to ``optimizer.iterations``.
 
-    Not loaded: TF1 optimizer slots (``.../Adam``, ``beta1_power``, ...): the Keras optimizer
-    starts its own from zero, and a warning lists them.
+    With ``assignment_map``, the checkpoint's optimizer state (TF1 slots ``.../Adam``,
+    ``beta1_power``, ``.../Momentum``, ``.../Adagrad``, ``.../RMSProp``, ``.../Ftrl``; the V2
+    canned Estimators' ``training/<Optimizer>/...`` slots and settings) is loaded into
+    ``model.optimizer``, converted to its slots; a warning names what could not be.
 
     Args:
         model: a built Keras model of the same architecture as the one trained.
@@ -86,11 +88,10 @@ def restore_checkpoint(
             "(call it on a batch or give it an Input) with the architecture that was trained."
         )
     if assignment_map is not None:
-        mapped, step = _assignment.restore_mapped(
-            model, reader, prefix, assignment_map, dry_run=dry_run
+        # h28: the mapped restore sets the weights and step (apply=_set), then the optimizer state.
+        _, step = _assignment.restore_mapped(
+            model, reader, prefix, assignment_map, dry_run=dry_run, apply=_set
         )
-        if mapped is not None:
-            _set(model, mapped, step)
         return step
     shapes = reader.get_variable_to_shape_map()
     values = []

@@ -22,7 +22,7 @@ import dataclasses
 import os
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 #: Leaf names TF1 optimizers give their slot and accumulator variables.
@@ -77,7 +77,7 @@ class Plan:
             )
         if self.slots:
             lines.append(
-                "  not loaded (optimizer state; the Keras optimizer starts its own afresh): "
+                "  optimizer state (into model.optimizer, converted to its slots): "
                 + _listing(self.slots, self.ckpt_shapes)
             )
         return "\n".join(lines)
@@ -328,8 +328,13 @@ def restore_mapped(
     assignment_map: str | Mapping[str, WeightRef],
     *,
     dry_run: bool | TextIO = False,
+    apply: Callable[[Any, list[Any], int], None] | None = None,
 ) -> tuple[list[Any] | None, int]:
     """The values to set (``None`` on a dry run) and the global step, by ``assignment_map``.
+
+    With ``apply`` (``apply(model, values, step)`` sets the weights and the step), the
+    checkpoint's optimizer state is then loaded into ``model.optimizer``
+    (``hookbridge/_migrate/optimizer_state.py``); a warning names what could not be.
 
     Raises:
         ValueError: a Keras weight is left without a value, or an entry is wrong.
@@ -355,17 +360,24 @@ def restore_mapped(
             "entries {checkpoint name: Keras weight} (with '*': 'auto' for the rest); "
             "dry_run=True prints the proposal."
         )
-    if the_plan.slots:
-        warnings.warn(
-            f"restore_checkpoint: {prefix!r} holds optimizer state that is not loaded "
-            f"({_listing(the_plan.slots, the_plan.ckpt_shapes, 6)}): the Keras optimizer starts "
-            "its own slots (moments, accumulators) from zero, so the first steps after the "
-            "switch differ from the TF1 job's unless its optimizer had none (plain SGD).",
-            stacklevel=3,
-        )
     values: list[Any] = [None] * len(the_plan.labels)
     for name, i in the_plan.pairs:
         values[i] = reader.get_tensor(name)
+    if apply is None:
+        return values, step
+    apply(model, values, step)
+    if the_plan.slots:
+        from hookbridge._migrate import optimizer_state
+
+        missed = optimizer_state.restore(model, reader, the_plan.slots, the_plan.pairs, step)
+        if missed:
+            warnings.warn(
+                f"restore_checkpoint: {prefix!r} holds optimizer state that was not loaded into "
+                f"{type(getattr(model, 'optimizer', None)).__name__}: "
+                f"{optimizer_state.describe(missed)}. The steps after the switch differ from "
+                "the Estimator's until the Keras optimizer has rebuilt that state.",
+                stacklevel=3,
+            )
     return values, step
 
 

@@ -18,6 +18,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hookbridge._migrate import optimizer_state
+
 #: ``tf.estimator.RunConfig``'s defaults.
 _DEFAULT_SAVE_SECS = 600
 _DEFAULT_KEEP_HOURS = 10000
@@ -64,8 +66,10 @@ def estimator_hooks(
             new checkpoints keep that checkpoint's variable names (``dnn/logits/kernel``,
             ``global_step``), mapped by ``assignment_map`` as ``restore_checkpoint`` maps them:
             the Estimator can restore what the Keras job wrote (a switch back), and tools reading
-            the names keep working. Without it, checkpoints use HookCallback's names
-            (``model/000/kernel``). Optimizer slots are not written either way.
+            the names keep working; the checkpoint's optimizer state (slots, Adam's beta powers,
+            the V2 canned settings) is written from ``model.optimizer`` under its names, as
+            the TF1 optimizer keeps it. Without it, checkpoints use HookCallback's names
+            (``model/000/kernel``) and no optimizer state.
         assignment_map: with ``model``: ``"auto"`` or ``{checkpoint name: Keras weight}``.
 
     Returns:
@@ -87,8 +91,13 @@ def estimator_hooks(
     model_dir = os.fspath(model_dir)
     _add_loss_summary(tf, graph, loss_tensor)
     if not graph.get_collection(v1.GraphKeys.SAVERS):
-        var_list = _checkpoint_names(tf, graph, global_step, model, model_dir, assignment_map)
-        saver = v1.train.Saver(
+        var_list, writer = _checkpoint_names(
+            tf, graph, global_step, model, model_dir, assignment_map
+        )
+        saver_class = v1.train.Saver
+        if writer is not None:
+            saver_class = optimizer_state.saver_class(tf)
+        saver = saver_class(
             var_list=var_list,
             sharded=True,
             max_to_keep=keep_checkpoint_max,
@@ -96,6 +105,8 @@ def estimator_hooks(
             defer_build=var_list is None,  # a var_list Saver is built at once (TF's rule)
             save_relative_paths=True,
         )
+        if writer is not None:
+            saver.writer = writer
         graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
     _recover_last_checkpoints(tf, graph.get_collection(v1.GraphKeys.SAVERS), model_dir)
     if save_checkpoints_steps is None and save_checkpoints_secs is None:
@@ -150,15 +161,17 @@ def _checkpoint_names(
     model: Any,
     model_dir: str,
     assignment_map: str | Mapping[str, Any],
-) -> dict[str, Any] | None:
-    """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``)."""
+) -> tuple[dict[str, Any] | None, optimizer_state.Writer | None]:
+    """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``),
+    and the writer of its optimizer state (or ``None``)."""
     prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
     if prefix is None:
-        return None
+        return None, None
     from hookbridge._migrate import assignment as _assignment
     from hookbridge._hook_callback.graph import WEIGHTS_SCOPE
 
-    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
     plan = _assignment.plan(model, prefix, shapes, assignment_map)
     if plan.unassigned:
         raise ValueError(
@@ -174,7 +187,11 @@ def _checkpoint_names(
     }
     var_list = {name: mirrors[i] for name, i in plan.pairs}
     var_list[_assignment.GLOBAL_STEP] = global_step
-    return var_list
+    writer = None
+    if plan.slots:
+        writer = optimizer_state.Writer(tf, model, reader, plan.slots, plan.pairs)
+        var_list.update(writer.var_list)
+    return var_list, writer
 
 
 def _recover_last_checkpoints(tf: Any, savers: Sequence[Any], model_dir: str) -> None:

@@ -1,0 +1,380 @@
+"""An Estimator's optimizer state, read into a Keras optimizer and written back under its names.
+
+TF1 optimizers keep one slot per variable and state next to it:
+
+* ``tf.compat.v1.train`` optimizers (custom ``model_fn``, V1 canned Estimators): ``<var>/Adam``
+  (m), ``<var>/Adam_1`` (v) with ``beta1_power``/``beta2_power``; ``<var>/Momentum``;
+  ``<var>/Adagrad``; ``<var>/RMSProp`` (rms), ``<var>/RMSProp_1`` (momentum, or mg when
+  centered, then ``RMSProp_2`` is the momentum); ``<var>/Ftrl`` (accumulator), ``<var>/Ftrl_1``
+  (linear). V1 canned Estimators put a partition between (``<var>/part_0/Ftrl``,
+  ``<var>/t_0/Adagrad``).
+* ``tf.keras.optimizers.legacy`` optimizers of the V2 canned Estimators:
+  ``training/<Optimizer>/<var>/<slot>`` (``m``, ``v``, ``momentum``, ``accumulator``,
+  ``linear``, ``rms``, ``mg``) and their settings ``training/<Optimizer>/<setting>``
+  (``learning_rate``, ``decay``, ``beta``, ``iter``, ...).
+
+The Keras optimizers compute the same updates from the same state, with two conversions:
+TF1's ``MomentumOptimizer`` accumulates gradients (``a = mu*a + g``, ``w -= lr*a``) where Keras's
+``SGD`` accumulates steps (``m = mu*m - lr*g``, ``w += m``): ``m = -lr*a``; and TF1's Adam keeps
+its bias correction in ``beta1_power``/``beta2_power`` where Keras derives it from
+``iterations`` (the global step): equal while the optimizer ran from step 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+#: TF1 slot leaf -> (family, Keras slot).
+_V1_LEAVES = {
+    "Adam": ("adam", "m"),
+    "Adam_1": ("adam", "v"),
+    "Momentum": ("momentum", "momentum"),
+    "Adagrad": ("adagrad", "accumulator"),
+    "RMSProp": ("rmsprop", "rms"),
+    "RMSProp_1": ("rmsprop", "momentum"),  # mg when the optimizer is centered (RMSProp_2 exists)
+    "RMSProp_2": ("rmsprop", "momentum"),
+    "Ftrl": ("ftrl", "accumulator"),
+    "Ftrl_1": ("ftrl", "linear"),
+}
+_V1_SLOT = re.compile(
+    r"^(?P<var>.+?)(?P<part>/(?:part|t)_\d+)?/(?P<leaf>" + "|".join(_V1_LEAVES) + ")$"
+)
+_V1_POWER = re.compile(r"^(?:.*/)?beta(?P<n>[12])_power$")
+_V2_SLOT = re.compile(
+    r"^training/(?P<opt>[^/]+)/(?P<var>.+)/(?P<slot>m|v|vhat|momentum|accumulator|linear|rms|mg)$"
+)
+_V2_SETTING = re.compile(r"^training/(?P<opt>[^/]+)/(?P<setting>[^/]+)$")
+#: Keras optimizer class -> the family of TF1 state it continues.
+_KERAS_FAMILY = {
+    "Adam": "adam",
+    "SGD": "momentum",
+    "Adagrad": "adagrad",
+    "RMSprop": "rmsprop",
+    "Ftrl": "ftrl",
+}
+#: V2 canned ``training/<Optimizer>`` scope -> family (their SGD keeps Keras's momentum).
+_V2_FAMILY = _KERAS_FAMILY
+#: V2 canned settings -> the Keras optimizer attribute holding them.
+_SETTINGS = {
+    "learning_rate": "learning_rate",
+    "beta_1": "beta_1",
+    "beta_2": "beta_2",
+    "epsilon": "epsilon",
+    "momentum": "momentum",
+    "rho": "rho",
+    "beta": "beta",
+    "learning_rate_power": "learning_rate_power",
+    "initial_accumulator_value": "initial_accumulator_value",
+    "l1_regularization_strength": "l1_regularization_strength",
+    "l2_regularization_strength": "l2_regularization_strength",
+    "l2_shrinkage_regularization_strength": "l2_shrinkage_regularization_strength",
+    "decay": "decay",
+}
+
+
+@dataclasses.dataclass
+class Slot:
+    """One slot variable of the checkpoint: ``name`` holds ``slot`` of model variable ``var``."""
+
+    name: str
+    var: str
+    family: str
+    slot: str
+    tf1_momentum: bool = False  # TF1 MomentumOptimizer's accumulator (m = -lr * a)
+
+
+@dataclasses.dataclass
+class State:
+    """The optimizer state a checkpoint holds, classified."""
+
+    slots: list[Slot]
+    powers: dict[str, int]  # beta1_power -> 1
+    settings: dict[str, str]  # training/Ftrl/learning_rate -> learning_rate
+    unknown: list[str]
+
+    @property
+    def families(self) -> set[str]:
+        return {s.family for s in self.slots} | ({"adam"} if self.powers else set())
+
+
+def classify(names: Sequence[str], variables: set[str]) -> State:
+    """Sorts a checkpoint's optimizer-state ``names`` given its model ``variables``."""
+    as_set = set(names)
+    state = State([], {}, {}, [])
+    for name in names:
+        m = _V2_SLOT.match(name)
+        if m and m["var"] in variables:
+            family = _V2_FAMILY.get(m["opt"], m["opt"])
+            state.slots.append(Slot(name, m["var"], family, m["slot"]))
+            continue
+        m = _V1_SLOT.match(name)
+        if m and m["var"] in variables:
+            family, slot = _V1_LEAVES[m["leaf"]]
+            base = name[: -len(m["leaf"])]
+            if m["leaf"] == "RMSProp_1" and base + "RMSProp_2" in as_set:
+                slot = "mg"
+            state.slots.append(Slot(name, m["var"], family, slot, family == "momentum"))
+            continue
+        m = _V1_POWER.match(name)
+        if m:
+            state.powers[name] = int(m["n"])
+            continue
+        m = _V2_SETTING.match(name)
+        if m:
+            state.settings[name] = m["setting"]
+            continue
+        state.unknown.append(name)
+    return state
+
+
+def keras_family(optimizer: Any) -> str | None:
+    return _KERAS_FAMILY.get(type(optimizer).__name__)
+
+
+def _lr(optimizer: Any) -> float:
+    """The Keras optimizer's learning rate at its current iteration (a schedule evaluated)."""
+    lr = optimizer.learning_rate
+    if callable(lr) and not hasattr(lr, "numpy"):
+        lr = lr(optimizer.iterations)
+    return float(np.asarray(lr))
+
+
+def _setting(optimizer: Any, setting: str, iterations: int) -> Any:
+    """The Keras optimizer's value of a V2 canned setting, or ``None`` when it has none."""
+    if setting == "iter":
+        return iterations
+    if setting == "learning_rate":
+        return _lr(optimizer)
+    attribute = _SETTINGS.get(setting)
+    value = getattr(optimizer, attribute, None) if attribute else None
+    if value is None and setting == "decay":
+        return 0.0  # Keras 2.11+ / Keras 3 optimizers have no legacy decay: none applied
+    if value is None or callable(value) and not hasattr(value, "numpy"):
+        return None
+    return float(np.asarray(value))
+
+
+def _trainable(model: Any, index: int) -> Any:
+    return list(model.weights)[index]
+
+
+def restore(
+    model: Any,
+    reader: Any,
+    names: Sequence[str],
+    pairs: Sequence[tuple[str, int]],
+    step: int,
+) -> list[str]:
+    """Loads the optimizer state ``names`` into ``model.optimizer``; returns what it did not
+    load, each as ``name (why)``. The optimizer is built first (its slots created)."""
+    from hookbridge import _tfcompat
+
+    optimizer = getattr(model, "optimizer", None)
+    variables = {name: i for name, i in pairs}
+    state = classify(names, set(variables))
+    if optimizer is None:
+        return [f"{n} (the model has no optimizer: compile it first)" for n in names]
+    family = keras_family(optimizer)
+    missed: list[str] = []
+    with _tfcompat.eager():
+        _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+        for s in state.slots:
+            why = _mismatch(optimizer, family, s.family)
+            variable = _trainable(model, variables[s.var])
+            target = None if why else _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
+            if target is None:
+                missed.append(f"{s.name} ({why or _no_slot(optimizer, s.slot)})")
+                continue
+            value = np.asarray(reader.get_tensor(s.name))
+            if s.tf1_momentum:
+                value = -_lr(optimizer) * value
+            target.assign(value.astype(np.asarray(target).dtype).reshape(tuple(target.shape)))
+        b = {1: getattr(optimizer, "beta_1", None), 2: getattr(optimizer, "beta_2", None)}
+        for name, n in state.powers.items():
+            if family != "adam" or b[n] is None:
+                missed.append(f"{name} ({_mismatch(optimizer, family, 'adam')})")
+                continue
+            expected = float(b[n]) ** (step + 1)
+            found = float(reader.get_tensor(name))
+            if not np.isclose(found, expected, rtol=1e-5, atol=0.0):
+                missed.append(
+                    f"{name} (= {found:.6g}; Keras's Adam corrects its bias by iterations = "
+                    f"{step}, i.e. beta_{n}**{step + 1} = {expected:.6g}: the TF1 optimizer did "
+                    "not run from step 0)"
+                )
+        for name, setting in state.settings.items():
+            found = np.asarray(reader.get_tensor(name)).item()
+            if setting == "iter":
+                if int(found) != step:
+                    missed.append(f"{name} (= {found}; optimizer.iterations follows global_step)")
+                continue
+            if setting == "learning_rate":
+                try:
+                    if callable(optimizer.learning_rate) and not hasattr(
+                        optimizer.learning_rate, "numpy"
+                    ):
+                        raise TypeError("a schedule")
+                    optimizer.learning_rate = float(found)
+                except (TypeError, ValueError):
+                    missed.append(f"{name} (= {found:g}; the Keras learning rate is a schedule)")
+                continue
+            have = _setting(optimizer, setting, step)
+            if have is None or not np.isclose(have, found, rtol=1e-6, atol=1e-12):
+                missed.append(
+                    f"{name} (= {found:g}; the Keras {type(optimizer).__name__} has "
+                    f"{setting}={have}: construct it with {setting}={found:g})"
+                )
+    missed += [f"{n} (not an optimizer state hookbridge knows)" for n in state.unknown]
+    return missed
+
+
+def _mismatch(optimizer: Any, family: str | None, wanted: str) -> str | None:
+    if family == wanted == "momentum" and not float(getattr(optimizer, "momentum", 0.0) or 0.0):
+        return (
+            "state of a momentum optimizer; the model's SGD has momentum=0: construct it "
+            "with the TF1 optimizer's momentum"
+        )
+    if family == wanted:
+        return None
+    keras = {
+        "adam": "Adam",
+        "momentum": "SGD(momentum=...)",
+        "adagrad": "Adagrad",
+        "rmsprop": "RMSprop",
+        "ftrl": "Ftrl",
+    }.get(wanted, wanted)
+    return (
+        f"state of a {wanted} optimizer; the model's optimizer is {type(optimizer).__name__}: "
+        f"compile it with keras.optimizers.{keras}"
+    )
+
+
+def _no_slot(optimizer: Any, slot: str) -> str:
+    hint = {
+        "momentum": "construct it with the TF1 optimizer's momentum (not needed if that was 0)",
+        "mg": "construct it with centered=True",
+    }.get(slot, "a Keras optimizer of the same kind keeps it")
+    return f"the Keras {type(optimizer).__name__} keeps no {slot!r} slot: {hint}"
+
+
+# --------------------------------------------------------------------------- the way back
+class Writer:
+    """Side-graph variables carrying the Keras optimizer's state under the Estimator's names.
+
+    Built (in the bridge's graph, before it is finalized) from the names and shapes of the
+    Estimator's checkpoint; :meth:`fill` copies the Keras optimizer's current state into them
+    (converted as the TF1 optimizer keeps it) right before a Saver writes them.
+    """
+
+    def __init__(
+        self,
+        tf: Any,
+        model: Any,
+        reader: Any,
+        names: Sequence[str],
+        pairs: Sequence[tuple[str, int]],
+    ) -> None:
+        self.model = model
+        variables = {name: i for name, i in pairs}
+        self.state = classify(names, set(variables))
+        self.variables = variables
+        dtypes = reader.get_variable_to_dtype_map()
+        self.var_list: dict[str, Any] = {}
+        self._feeds: list[tuple[str, Any]] = []
+        self.carried: list[str] = []
+        self._initial: dict[str, Any] = {}
+        v1 = tf.compat.v1
+        assigns = []
+        with tf.name_scope("hookbridge/"):
+            for index, name in enumerate(sorted(names)):
+                value = np.asarray(reader.get_tensor(name))
+                self._initial[name] = value
+                var = v1.get_variable(
+                    f"hookbridge_optimizer/{index:03d}",
+                    initializer=tf.constant(value, dtype=dtypes[name]),
+                    trainable=False,
+                    use_resource=True,
+                )
+                placeholder = v1.placeholder(dtypes[name], shape=value.shape)
+                assigns.append(var.assign(placeholder, read_value=False))
+                self.var_list[name] = var
+                self._feeds.append((name, placeholder))
+            self._assign = tf.group(*assigns)
+
+    def values(self) -> tuple[dict[str, Any], list[str]]:
+        """The Keras optimizer's state under the Estimator's names, and what it could not give
+        (written as the Estimator's checkpoint held it)."""
+        from hookbridge import _tfcompat
+
+        model, state = self.model, self.state
+        optimizer = getattr(model, "optimizer", None)
+        out = dict(self._initial)
+        if optimizer is None:
+            return out, sorted(self._initial)
+        family = keras_family(optimizer)
+        carried = []
+        with _tfcompat.eager():
+            iterations = int(np.asarray(optimizer.iterations))
+            _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+            for s in state.slots:
+                variable = _trainable(model, self.variables[s.var])
+                slot = None
+                if _mismatch(optimizer, family, s.family) is None:
+                    slot = _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
+                if slot is None:
+                    carried.append(s.name)
+                    continue
+                value = np.asarray(slot)
+                if s.tf1_momentum:
+                    value = value / -_lr(optimizer)
+                out[s.name] = value.reshape(out[s.name].shape)
+            for name, n in state.powers.items():
+                beta = getattr(optimizer, f"beta_{n}", None) if family == "adam" else None
+                if beta is None:
+                    carried.append(name)
+                    continue
+                out[name] = np.asarray(float(beta) ** (iterations + 1))
+            for name, setting in state.settings.items():
+                have = _setting(optimizer, setting, iterations)
+                if have is None:
+                    carried.append(name)
+                    continue
+                out[name] = np.asarray(have)
+        carried += state.unknown
+        return out, carried
+
+    def fill(self, session: Any) -> None:
+        values, self.carried = self.values()
+        feeds = {
+            p: np.asarray(values[name]).astype(p.dtype.as_numpy_dtype).reshape(p.shape)
+            for name, p in self._feeds
+        }
+        session.run(self._assign, feed_dict=feeds)
+
+
+def saver_class(tf: Any) -> Any:
+    """A ``Saver`` that fills its optimizer-state variables from Keras before each save."""
+
+    class StateSaver(tf.compat.v1.train.Saver):
+        """``tf.compat.v1.train.Saver`` whose ``save`` first copies the Keras optimizer's state
+        into the variables carrying it (hookbridge's ``estimator_hooks(model=...)``)."""
+
+        writer: Writer | None = None
+
+        def save(self, sess: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.writer is not None:
+                self.writer.fill(sess)
+            return super().save(sess, *args, **kwargs)
+
+    return StateSaver
+
+
+def describe(missed: Sequence[str], limit: int = 8) -> str:
+    shown = list(missed[:limit])
+    more = f", ... ({len(missed) - limit} more)" if len(missed) > limit else ""
+    return "; ".join(shown) + more

@@ -98,6 +98,12 @@ class CallbackLoop:
             batches per call (fewer where the data ends), one batch begin and end per call.
             The running means then weigh the call's values once, by all its samples: for exact
             epoch values, update ``metrics=`` inside the step, as ``fit`` does.
+        optimizer: the optimizer the callbacks see as ``model.optimizer`` while the loop runs
+            (restored after): its ``iterations`` is ``HookCallback``'s global step and
+            TensorBoard's step, its ``learning_rate`` what ``ReduceLROnPlateau`` and
+            ``LearningRateScheduler`` set. Default: ``model.optimizer``. With several
+            optimizers, the one that counts one step per step (a GAN's generator optimizer,
+            as TF1's ``minimize(global_step=...)`` named one).
 
     Example:
         ```python
@@ -129,6 +135,7 @@ class CallbackLoop:
         validation_freq: int = 1,
         metrics: Sequence[Any] = (),
         steps_per_execution: int = 1,
+        optimizer: Any = None,
     ) -> None:
         if model is None or not hasattr(model, "get_weights"):
             raise TypeError(
@@ -164,6 +171,12 @@ class CallbackLoop:
             )
         self.steps_per_execution = int(steps_per_execution)
         self._execution = 1  # steps in the execution steps() gave last
+        if optimizer is not None and not hasattr(optimizer, "iterations"):
+            raise TypeError(
+                f"CallbackLoop(optimizer=...) takes a Keras optimizer, got "
+                f"{type(optimizer).__name__}."
+            )
+        self._optimizer, self._saved_optimizer = optimizer, None
         self.callbacks = keras.callbacks.CallbackList(
             list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
             verbose=verbose, epochs=self.epochs_total, steps=steps_per_epoch,
@@ -186,6 +199,9 @@ class CallbackLoop:
         if self._state != "new":
             raise RuntimeError("CallbackLoop: a loop runs once; make a new CallbackLoop.")
         self._state = "training"
+        if self._optimizer is not None:
+            self._saved_optimizer = getattr(self.model, "optimizer", _END)
+            self.model.optimizer = self._optimizer
         self.model.stop_training = False
         self.callbacks.on_train_begin()
         return self
@@ -194,11 +210,18 @@ class CallbackLoop:
         if self._state != "training":
             return
         self._state = "ended"
-        if exc_type is not None:  # as fit: the exception propagates, on_train_end is not called
-            return
-        if self._epoch is not None:  # the user left the epoch's body early (break)
-            self._end_epoch()
-        self.callbacks.on_train_end(logs=self._training_logs)
+        try:
+            if exc_type is not None:  # as fit: the exception propagates, no on_train_end
+                return
+            if self._epoch is not None:  # the user left the epoch's body early (break)
+                self._end_epoch()
+            self.callbacks.on_train_end(logs=self._training_logs)
+        finally:
+            if self._optimizer is not None:
+                if self._saved_optimizer is _END:
+                    del self.model.optimizer
+                else:
+                    self.model.optimizer = self._saved_optimizer
 
     @property
     def history(self) -> Any:

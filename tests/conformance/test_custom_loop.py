@@ -332,3 +332,24 @@ def test_steps_per_execution(n_samples):
                 loop.step_end({})
     assert_same_events(native.events, looped.events)
     assert int(task.optimizer.iterations.numpy()) == int(model.task.optimizer.iterations.numpy())
+
+
+def test_optimizer_is_the_models_while_the_loop_runs():
+    """``optimizer=`` names the optimizer callbacks see as ``model.optimizer`` (the global step
+    of HookCallback, the rate ReduceLROnPlateau sets); the model's own is restored after."""
+    task = Task(inner_model())
+    other = keras.optimizers.SGD(0.5)
+    before = getattr(task.model, "optimizer", None)
+    seen = []
+    probe = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: seen.append(task.model.optimizer)
+    )
+    loop = hookbridge.CallbackLoop(task.model, [probe], epochs=1, optimizer=other)
+    with loop:
+        for _ in loop.epochs():
+            for x, y in loop.steps(data()):
+                loop.step_end(task.train(x, y))
+    assert seen and all(o is other for o in seen)
+    assert getattr(task.model, "optimizer", None) is before
+    with pytest.raises(TypeError, match="takes a Keras optimizer"):
+        hookbridge.CallbackLoop(task.model, optimizer="sgd")

@@ -6,6 +6,7 @@ import hookbridge
 #: The public names, exactly: adding or removing one is a decision, made here and in docs/api.md.
 EXPORTED = [
     "CallbackHook",
+    "CallbackLoop",
     "HookCallback",
     "UnsupportedModelAttributeError",
     "estimator_hooks",

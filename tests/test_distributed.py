@@ -443,3 +443,24 @@ def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path):
     assert f"StepCounterHook (writing to {str(tmp_path / 'everyone')!r})" in warned
     assert "worker:1" in warned and "chief_only_hooks=" in warned
     assert writers(worker["again"]["warnings"]) == []
+
+
+def test_custom_loop_under_mirrored_strategy_matches_fit():
+    """CallbackLoop with ``strategy.run`` inside the step (MirroredStrategy, 2 logical CPUs):
+    the same batch and epoch logs as ``fit`` running the same step, the hooks run once per
+    global step (stale 0..5 in the run, fresh 1..6 in after_run), StopAtStepHook stops both at
+    step 6, the same trained weights."""
+    (got,) = run_processes(
+        [([sys.executable, str(HERE / "mirrored_loop.py")], ENV)], timeout=300
+    )
+    assert got["replicas"] == 2
+    fit, loop = got["fit"], got["loop"]
+    assert fit["hook_steps"] == [[s, s + 1] for s in range(6)]
+    assert loop["hook_steps"] == fit["hook_steps"]
+    assert loop["iterations"] == fit["iterations"] == 6
+    assert [e[:2] for e in loop["events"]] == [e[:2] for e in fit["events"]]
+    for want, have in zip(fit["events"], loop["events"]):
+        assert [k for k, _ in have[2]] == [k for k, _ in want[2]]
+        np.testing.assert_allclose([v for _, v in have[2]], [v for _, v in want[2]], rtol=1e-5)
+    for want, have in zip(fit["weights"], loop["weights"]):
+        np.testing.assert_allclose(have, want, rtol=1e-5)

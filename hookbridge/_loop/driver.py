@@ -47,9 +47,10 @@ _END = object()
 
 def _known_batches(data: Any, learned: int | None) -> int | None:
     """The number of batches ``data`` holds, when it can be known without reading it."""
-    if isinstance(data, tf.data.Dataset):
-        cardinality = int(data.cardinality())
-        return cardinality if cardinality >= 0 else learned
+    cardinality = getattr(data, "cardinality", None)  # tf.data.Dataset, DistributedDataset
+    if cardinality is not None:
+        value = int(cardinality() if callable(cardinality) else cardinality)
+        return value if value >= 0 else learned  # -1 infinite, -2 unknown
     try:
         return len(data)  # type: ignore[arg-type]
     except TypeError:

@@ -35,7 +35,12 @@ X = RNG.normal(size=(64, 3)).astype("float32")
 Y = (X @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3).astype("float32")
 BATCH = 16
 STEPS_PER_EPOCH = len(X) // BATCH
-CONFIG = {"save_checkpoints_steps": 4, "save_summary_steps": 100, "log_step_count_steps": 100}
+CONFIG = {
+    "save_checkpoints_steps": 2,
+    "save_summary_steps": 100,
+    "log_step_count_steps": 100,
+    "keep_checkpoint_max": 2,
+}
 
 #: TF1 optimizer and the Keras optimizer computing the same updates.
 OPTIMIZERS = {
@@ -143,6 +148,10 @@ def run(which, root):
     bridged_losses = keras_fit(
         model, 8, 16, lambda: hookbridge.estimator_hooks(bridged, model=model, **CONFIG)
     )
+    # Rolling back: the Estimator's step-8 checkpoint was kept out of keep_checkpoint_max's reach.
+    rollback = root / "rollback"
+    shutil.copytree(bridged / "estimator-backup", rollback)
+    rollback_losses = train(which, rollback, 16)
     # The way back: the Estimator continues from Keras's step-16 checkpoint, Keras goes on.
     shutil.copytree(bridged, back)
     back_losses = train(which, back, 24)
@@ -153,6 +162,8 @@ def run(which, root):
         "back": back_losses,
         "keras": keras_losses,
         "restore_warnings": restore_warnings,
+        "rollback": rollback_losses,
+        "backup": sorted(p.name for p in (bridged / "estimator-backup").iterdir()),
         "back_dir": back,
     }
 
@@ -173,3 +184,16 @@ def test_the_estimator_continues_keras_optimizer_loss_by_loss(runs):
     which, r = runs
     assert len(r["back"]) == len(r["keras"]) == 8
     np.testing.assert_allclose(r["back"], r["keras"], rtol=2e-5, atol=1e-7)
+
+
+def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs):
+    which, r = runs
+    # keep_checkpoint_max=2 deleted the Estimator's own step-6 and step-8 files from model_dir.
+    assert r["backup"] == [
+        "checkpoint",
+        "model.ckpt-8.data-00000-of-00001",
+        "model.ckpt-8.index",
+        "model.ckpt-8.meta",
+    ]
+    # The Estimator restarted from the kept checkpoint trains exactly as it did natively.
+    np.testing.assert_array_equal(r["rollback"], r["native"])

@@ -15,11 +15,14 @@ NanTensor, LoggingTensor.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookbridge._migrate import optimizer_state
 
+#: Where ``estimator_hooks`` keeps the Estimator's last checkpoint, inside ``model_dir``.
+BACKUP_DIR = "estimator-backup"
 #: ``tf.estimator.RunConfig``'s defaults.
 _DEFAULT_SAVE_SECS = 600
 _DEFAULT_KEEP_HOURS = 10000
@@ -38,6 +41,7 @@ def estimator_hooks(
     loss: str = "loss",
     model: Any = None,
     assignment_map: str | Mapping[str, Any] = "auto",
+    backup: str | None = BACKUP_DIR,
 ) -> list[Any]:
     """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
 
@@ -71,6 +75,11 @@ def estimator_hooks(
             the TF1 optimizer keeps it. Without it, checkpoints use HookCallback's names
             (``model/000/kernel``) and no optimizer state.
         assignment_map: with ``model``: ``"auto"`` or ``{checkpoint name: Keras weight}``.
+        backup: before anything is written into ``model_dir``, its latest checkpoint (the
+            Estimator's, on the first switch) is copied into ``<model_dir>/<backup>/`` with a
+            ``checkpoint`` file of its own, out of ``keep_checkpoint_max``'s reach: the switch
+            can be undone (``docs/migration.md``, "Rolling back"). Done once: an existing
+            backup is kept. ``None``: no copy.
 
     Returns:
         The hooks in ``MonitoredTrainingSession``'s order.
@@ -89,6 +98,10 @@ def estimator_hooks(
     v1 = tf.compat.v1
     graph, global_step, loss_tensor = _graph_parts(tf, loss)
     model_dir = os.fspath(model_dir)
+    if backup:
+        keep_last_checkpoint(tf, model_dir, backup)
+    if model is None:
+        _warn_without_model(tf, model_dir)
     _add_loss_summary(tf, graph, loss_tensor)
     if not graph.get_collection(v1.GraphKeys.SAVERS):
         var_list, writer = _checkpoint_names(
@@ -188,10 +201,64 @@ def _checkpoint_names(
     var_list = {name: mirrors[i] for name, i in plan.pairs}
     var_list[_assignment.GLOBAL_STEP] = global_step
     writer = None
-    if plan.slots:
-        writer = optimizer_state.Writer(tf, model, reader, plan.slots, plan.pairs)
+    if plan.slots or plan.unused:
+        # Every name the Estimator's Saver will look for: its optimizer state from Keras, and
+        # its variables no Keras weight holds as they were (else NotFoundError on the way back).
+        writer = optimizer_state.Writer(tf, model, reader, plan.slots, plan.pairs, plan.unused)
         var_list.update(writer.var_list)
+    if plan.unused:
+        warnings.warn(
+            f"estimator_hooks: {prefix!r} holds variables no Keras weight was mapped to "
+            f"({', '.join(plan.unused[:8])}{', ...' if len(plan.unused) > 8 else ''}): the "
+            "checkpoints written from Keras carry them unchanged, so the Estimator can restore "
+            "them, but they do not train. Map them (assignment_map=) if the Keras model has "
+            "them.",
+            stacklevel=3,
+        )
     return var_list, writer
+
+
+def keep_last_checkpoint(tf: Any, model_dir: str, backup: str = BACKUP_DIR) -> str | None:
+    """Copies ``model_dir``'s latest checkpoint into ``<model_dir>/<backup>/`` (once), with a
+    ``checkpoint`` file naming it; returns the copy's prefix (``None``: nothing copied)."""
+    target = os.path.join(model_dir, backup)
+    prefix = tf.train.latest_checkpoint(model_dir)
+    if prefix is None or tf.io.gfile.exists(target):
+        return None
+    tf.io.gfile.makedirs(target)
+    name = os.path.basename(prefix)
+    for path in tf.io.gfile.glob(prefix + ".*"):
+        tf.io.gfile.copy(path, os.path.join(target, os.path.basename(path)), overwrite=True)
+    with tf.io.gfile.GFile(os.path.join(target, "checkpoint"), "w") as f:
+        f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+    tf.compat.v1.logging.warning(
+        "hookbridge.estimator_hooks: kept %s in %s before writing into %s (keep_checkpoint_max "
+        "cannot delete it). To roll back to the Estimator: copy that directory to a new "
+        "model_dir and point the Estimator at it (docs/migration.md, 'Rolling back').",
+        name,
+        target,
+        model_dir,
+    )
+    return os.path.join(target, name)
+
+
+def _warn_without_model(tf: Any, model_dir: str) -> None:
+    """Without ``model``, checkpoints get HookCallback's names: say what that means for an
+    Estimator ``model_dir`` before the first write."""
+    prefix = tf.train.latest_checkpoint(model_dir)
+    if prefix is None:
+        return
+    names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    theirs = sorted(n for n in names if n != "global_step" and not n.startswith("model/"))
+    if theirs:
+        warnings.warn(
+            f"estimator_hooks: {model_dir!r} holds a checkpoint with the Estimator's names "
+            f"({', '.join(theirs[:4])}, ...); without model=, the checkpoints written from Keras "
+            "use HookCallback's names (model/000/kernel, ...) and no optimizer state, and an "
+            f"Estimator restoring them fails (NotFoundError: Key {theirs[0]} not found). Pass "
+            "model=<the Keras model> to keep the Estimator's names and optimizer state.",
+            stacklevel=3,
+        )
 
 
 def _recover_last_checkpoints(tf: Any, savers: Sequence[Any], model_dir: str) -> None:

@@ -256,7 +256,7 @@ def _mismatch(optimizer: Any, family: str | None, wanted: str) -> str | None:
 
 def _no_slot(optimizer: Any, slot: str) -> str:
     hint = {
-        "momentum": "construct it with the TF1 optimizer's momentum (not needed if that was 0)",
+        "momentum": "construct it with the TF1 optimizer's momentum (none needed if 0)",
         "mg": "construct it with centered=True",
     }.get(slot, "a Keras optimizer of the same kind keeps it")
     return f"the Keras {type(optimizer).__name__} keeps no {slot!r} slot: {hint}"
@@ -267,7 +267,8 @@ class Writer:
     """Side-graph variables carrying the Keras optimizer's state under the Estimator's names.
 
     Built (in the bridge's graph, before it is finalized) from the names and shapes of the
-    Estimator's checkpoint; :meth:`fill` copies the Keras optimizer's current state into them
+    Estimator's checkpoint (``unchanged``: names written as that checkpoint holds them, the
+    variables no Keras weight holds); :meth:`fill` copies the Keras optimizer's current state into them
     (converted as the TF1 optimizer keeps it) right before a Saver writes them.
     """
 
@@ -278,6 +279,7 @@ class Writer:
         reader: Any,
         names: Sequence[str],
         pairs: Sequence[tuple[str, int]],
+        unchanged: Sequence[str] = (),
     ) -> None:
         self.model = model
         variables = {name: i for name, i in pairs}
@@ -291,7 +293,7 @@ class Writer:
         v1 = tf.compat.v1
         assigns = []
         with tf.name_scope("hookbridge/"):
-            for index, name in enumerate(sorted(names)):
+            for index, name in enumerate(sorted([*names, *unchanged])):
                 value = np.asarray(reader.get_tensor(name))
                 self._initial[name] = value
                 var = v1.get_variable(
@@ -349,7 +351,20 @@ class Writer:
         return out, carried
 
     def fill(self, session: Any) -> None:
-        values, self.carried = self.values()
+        values, carried = self.values()
+        if carried and carried != self.carried:
+            import warnings
+
+            optimizer = type(getattr(self.model, "optimizer", None)).__name__
+            warnings.warn(
+                f"estimator_hooks: the Keras {optimizer} keeps no counterpart of the Estimator's "
+                f"{', '.join(carried[:8])}{', ...' if len(carried) > 8 else ''}: the checkpoints "
+                "carry them as the Estimator's checkpoint held them, so the Estimator restores, "
+                "but continues from that older state. Compile the Keras model with the "
+                "Estimator's kind of optimizer (restore_checkpoint's warning names it).",
+                stacklevel=2,
+            )
+        self.carried = carried
         feeds = {
             p: np.asarray(values[name]).astype(p.dtype.as_numpy_dtype).reshape(p.shape)
             for name, p in self._feeds

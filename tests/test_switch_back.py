@@ -1,0 +1,153 @@
+"""The way back to a TF1 job, when the Keras side cannot give everything: what is written, what
+is said (every stack; the TF1 side is a real graph restored by a real ``Saver``, as
+``Estimator.train`` restores ``model_dir``).
+
+A TF1 graph trained with ``MomentumOptimizer`` writes ``model_dir``; Keras continues it with an
+``SGD`` *without* momentum (the user's mistake) under ``estimator_hooks(model=...)``. The TF1
+graph must still restore the Keras checkpoint (no ``NotFoundError``), and both the restore and the
+write must say which state is missing and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+
+v1 = tf.compat.v1
+keras = tf.keras
+X = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
+Y = np.ones((8, 1), "float32")
+
+
+def _tf1_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        x = v1.placeholder(tf.float32, [None, 3])
+        h = x
+        for scope, units in (("dnn/hiddenlayer_0", 4), ("dnn/logits", 1)):
+            with v1.variable_scope(scope):
+                kernel = v1.get_variable("kernel", [h.shape[-1], units])
+                bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
+            h = tf.matmul(h, kernel) + bias
+        v1.get_variable("ema/counter", [], initializer=v1.constant_initializer(7.0))
+        loss = tf.reduce_mean(tf.square(h - 1.0))
+        train = v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss, global_step=step)
+    return graph, x, train
+
+
+def _tf1_train(model_dir, steps):
+    graph, x, train = _tf1_graph()
+    with graph.as_default(), v1.Session() as sess:
+        saver = v1.train.Saver()
+        prefix = tf.train.latest_checkpoint(str(model_dir))
+        if prefix:
+            saver.restore(sess, prefix)  # what Estimator.train does with model_dir
+        else:
+            sess.run(v1.global_variables_initializer())
+        for _ in range(steps):
+            sess.run(train, {x: X})
+        prefix = os.path.join(str(model_dir), "model.ckpt")
+        return saver.save(sess, prefix, global_step=v1.train.get_global_step())
+
+
+def _keras_model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")  # no momentum: a mistake
+    return model
+
+
+def test_missing_state_is_named_both_ways_and_the_tf1_job_still_restores(tmp_path):
+    _tf1_train(tmp_path, 3)
+    model = _keras_model()
+    with pytest.warns(UserWarning) as restored:
+        assert hookbridge.restore_checkpoint(model, tmp_path, "auto") == 3
+    message = " ".join(str(w.message) for w in restored)
+    assert "dnn/logits/kernel/Momentum (state of a momentum optimizer; the model's SGD has " \
+        "momentum=0" in message
+    with warnings.catch_warnings(record=True) as written:
+        warnings.simplefilter("always")
+        model.fit(
+            X,
+            Y,
+            batch_size=4,
+            epochs=1,
+            verbose=0,
+            callbacks=[
+                hookbridge.HookCallback(
+                    lambda: hookbridge.estimator_hooks(
+                        str(tmp_path), model=model, save_checkpoints_steps=1,
+                        log_step_count_steps=None, save_summary_steps=0,
+                    )
+                )
+            ],
+        )
+    said = [str(w.message) for w in written if "estimator_hooks" in str(w.message)]
+    assert any("ema/counter" in m and "carry them unchanged" in m for m in said), said
+    assert any("keeps no counterpart" in m and "dnn/logits/kernel/Momentum" in m for m in said)
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert int(reader.get_tensor("global_step")) == 5
+    assert float(reader.get_tensor("ema/counter")) == 7.0
+    np.testing.assert_allclose(reader.get_tensor("dnn/logits/kernel"), model.weights[2].numpy())
+    # The way back does not fail on a missing key: the TF1 job restores and trains on.
+    _tf1_train(tmp_path, 1)
+    assert int(tf.train.load_checkpoint(str(tmp_path)).get_tensor("global_step")) == 6
+
+
+def test_without_model_the_estimator_names_are_lost_and_it_is_said(tmp_path):
+    _tf1_train(tmp_path, 2)
+    model = _keras_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hookbridge.restore_checkpoint(model, tmp_path, "auto")
+    with pytest.warns(UserWarning, match=r"without model=.*NotFoundError: Key dnn/hiddenlayer_0/"
+                      r"bias not found\).*Pass model="):
+        model.fit(
+            X,
+            Y,
+            batch_size=4,
+            epochs=1,
+            verbose=0,
+            callbacks=[
+                hookbridge.HookCallback(
+                    lambda: hookbridge.estimator_hooks(
+                        str(tmp_path), save_checkpoints_steps=1, log_step_count_steps=None,
+                        save_summary_steps=0,
+                    )
+                )
+            ],
+        )
+    # As said: TF's own error when the TF1 job takes the model_dir back.
+    with pytest.raises(tf.errors.NotFoundError, match="dnn/hiddenlayer_0/bias"):
+        _tf1_train(tmp_path, 1)
+
+
+def test_the_first_write_keeps_the_tf1_checkpoint_once(tmp_path):
+    prefix = _tf1_train(tmp_path, 2)
+    reader = tf.train.load_checkpoint(prefix)
+    before = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+    model = _keras_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hookbridge.restore_checkpoint(model, tmp_path, "auto")
+    for _ in range(2):  # a restart of the Keras job keeps the first backup
+        model.fit(X, Y, batch_size=4, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(
+            lambda: hookbridge.estimator_hooks(
+                str(tmp_path), model=model, save_checkpoints_steps=1, keep_checkpoint_max=1,
+                log_step_count_steps=None, save_summary_steps=0,
+            )
+        )])
+    assert not os.path.exists(prefix + ".index")  # keep_checkpoint_max deleted the TF1 one
+    backup = tmp_path / "estimator-backup"
+    kept = tf.train.latest_checkpoint(str(backup))
+    assert os.path.basename(kept) == "model.ckpt-2"
+    kept_reader = tf.train.load_checkpoint(kept)
+    assert sorted(kept_reader.get_variable_to_shape_map()) == sorted(before)
+    for name, value in before.items():
+        np.testing.assert_array_equal(kept_reader.get_tensor(name), value)

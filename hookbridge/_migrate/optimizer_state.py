@@ -268,8 +268,8 @@ class Writer:
 
     Built (in the bridge's graph, before it is finalized) from the names and shapes of the
     Estimator's checkpoint (``unchanged``: names written as that checkpoint holds them, the
-    variables no Keras weight holds); :meth:`fill` copies the Keras optimizer's current state into them
-    (converted as the TF1 optimizer keeps it) right before a Saver writes them.
+    variables no Keras weight holds); :meth:`fill` copies the Keras optimizer's current state
+    into them (converted as the TF1 optimizer keeps it) right before a Saver writes them.
     """
 
     def __init__(

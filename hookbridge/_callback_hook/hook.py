@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge._callback_hook import args as checks
-from hookbridge._callback_hook import cluster, dispatch
+from hookbridge._callback_hook import cluster, dispatch, persist
 from hookbridge._callback_hook.args import EVENT_KIND
 from hookbridge._callback_hook.epochs import Epochs
 from hookbridge._callback_hook.logs import (
@@ -85,8 +85,9 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
     ``optimizer.learning_rate`` (``learning_rate``), ``optimizer.get_config()``,
     ``optimizer.iterations`` (the
     global step), ``save_weights``/``save`` (an ``.h5`` file or a TF checkpoint of ``variables``,
-    loaded back by :func:`hookbridge.load_weights`), ``metrics`` (metric directions for
-    ``mode="auto"``), ``layers`` (empty). Anything else raises
+    loaded back by ``load_weights`` or :func:`hookbridge.load_weights`), ``metrics`` (metric
+    directions for ``mode="auto"``), ``layers`` (the variables by scope). What callbacks write at
+    the final step reaches the session's final checkpoint. Anything else raises
     :class:`hookbridge.UnsupportedModelAttributeError` naming the callback and attribute.
 
     Args:
@@ -107,8 +108,9 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             global step; not assignable, as a Keras ``LearningRateSchedule``: Keras 3 callbacks
             that assign it raise Keras's TypeError), or a placeholder fed with each run (the
             value the latest run was fed).
-        variables: what ``get_weights``/``set_weights``/``save_weights`` cover (variables or
-            names); default: the graph's trainable variables.
+        variables: what ``get_weights``/``set_weights``/``save_weights``/``load_weights``
+            cover (variables or names); default: the graph's model variables, trainable and
+            not (BatchNorm's moving statistics), not the optimizer's, as ``model.weights``.
         epochs: ``params["epochs"]``; with ``steps_per_epoch``, training also ends after that
             many epochs, as in ``fit``. Default: 1 when ``steps_per_epoch`` is ``None``, else 0
             (unknown: no stop).
@@ -165,9 +167,11 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
           is the graph's business.
         * The run that finds the input exhausted got ``on_*_batch_begin`` (a hook cannot know
           before the run), as Keras does on an input of unknown length.
-        * The Keras model itself: no layers (TensorBoard weight histograms, graphs and
-          embeddings are empty), no ``.keras`` archive from ``save``; tf_keras TensorBoard
-          batch-level scalars (written by tf_keras's own train function) are not written.
+        * The Keras model itself: ``layers`` are the variables grouped by scope (TensorBoard
+          weight histograms and images; graphs and embeddings are empty), no ``.keras``
+          archive from ``save`` (tf_keras / Keras 2: a SavedModel of the graph without
+          signatures); tf_keras TensorBoard batch-level scalars (written by tf_keras's own
+          train function) are not written.
         * Sample counts: a tf_keras / Keras 2 ``ProgbarLogger`` counts steps, whatever its
           ``count_mode``.
         * ``steps_per_execution`` and asynchronous dispatch: callbacks run synchronously, in
@@ -400,6 +404,8 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             else:
                 self._drop_empty_epoch()
         self._calls.call("on_train_end", self._epoch_logs)
+        # What callbacks wrote at the final step reaches that step's checkpoint (persist.py).
+        persist.resave_final_checkpoint(self._state, session)
 
     # -- evaluate / predict -----------------------------------------------------------------------
     def _keep_outputs(self, results: Any) -> None:

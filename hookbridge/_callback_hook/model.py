@@ -19,6 +19,8 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._callback_hook import graph_summaries as _graph_summaries
+from hookbridge._callback_hook import layers as _layers
+from hookbridge._callback_hook import savedmodel as _savedmodel
 from hookbridge._callback_hook import summary as _summary
 from hookbridge._callback_hook.directions import (
     default_package,
@@ -37,7 +39,6 @@ class ModelProxy:
     """The object a callback gets from ``set_model`` under CallbackHook (see CallbackHook docs)."""
 
     _FIXED: ClassVar[dict[str, Any]] = {
-        "layers": [],
         "train_function": None,
         "train_tf_function": None,
         "make_train_function": None,
@@ -84,7 +85,7 @@ class ModelProxy:
             self.__dict__[name] = value
 
     def get_weights(self) -> list[np.ndarray]:
-        """The values of the hook's ``variables`` (default: the graph's trainable variables)."""
+        """The values of the hook's ``variables`` (default: the graph's model variables)."""
         return self._hb_state.get_weights()
 
     def set_weights(self, weights: Sequence[Any]) -> None:
@@ -93,16 +94,52 @@ class ModelProxy:
 
     @property
     def weights(self) -> list:
+        """The hook's ``variables``: by default the graph's model variables, trainable and not
+        (BatchNorm's moving statistics), never the optimizer's, as Keras's ``model.weights``."""
         return list(self._hb_state.variables)
 
-    trainable_variables = trainable_weights = weights
+    variables = weights
+
+    @property
+    def trainable_weights(self) -> list:
+        ids = self._hb_state.trainable_ids
+        return [v for v in self._hb_state.variables if id(v) in ids]
+
+    trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list:
+        ids = self._hb_state.trainable_ids
+        return [v for v in self._hb_state.variables if id(v) not in ids]
+
+    non_trainable_variables = non_trainable_weights
+
+    @property
+    def layers(self) -> list:
+        """The variables grouped by scope (``dense/kernel``, ``dense/bias``: layer ``dense``),
+        each layer's ``weights`` the values now: TensorBoard's weight histograms and images."""
+        return _layers.graph_layers(self._hb_state)
 
     def save_weights(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
         """Writes the variables: ``*.h5`` (HDF5) or a TF checkpoint prefix; see load_weights."""
         self._hb_state.save_weights(str(filepath))
 
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
+        """Loads what ``save_weights`` / ``save`` wrote (an ``.h5`` file, a TF checkpoint prefix
+        or its directory), or a TF checkpoint / tf_keras ``.h5`` file of variables of the same
+        names, into the hook's ``variables`` (``ModelCheckpoint(load_weights_on_restart=True)``).
+
+        Raises:
+            FileNotFoundError: nothing readable at ``filepath``.
+            ValueError: one of ``variables`` is missing from the file or of another shape
+                (``skip_mismatch=True``: load the others).
+        """
+        self._hb_state.load_weights(str(filepath), skip_mismatch=skip_mismatch)
+
     def save(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
-        """Writes the variables like save_weights; a ``.keras`` archive cannot be made."""
+        """Writes the model: tf_keras / Keras 2 with a path without ``.h5`` / ``.keras``, a
+        SavedModel of the graph (see savedmodel.py); an ``.h5`` path, the variables as
+        ``save_weights``; a ``.keras`` archive cannot be made."""
         path = str(filepath)
         if path.endswith(".keras"):
             raise UnsupportedModelAttributeError(
@@ -113,7 +150,22 @@ class ModelProxy:
                 "model. Use ModelCheckpoint(..., save_weights_only=True) with a path ending in "
                 "'.weights.h5', and hookbridge.load_weights to load it back.",
             )
-        self._hb_state.save_weights(path)
+        if path.endswith(".h5") or is_keras3(self._hb_package):
+            self._hb_state.save_weights(path)
+            return
+        state = self._hb_state
+        try:
+            _savedmodel.write_saved_model(state.session, state.graph, path)
+        except _savedmodel.SavedModelError as e:
+            raise UnsupportedModelAttributeError(
+                self._hb_callback,
+                "model",
+                "save",
+                f"It was asked for a SavedModel at {path!r} (tf_keras's format for a path "
+                f"without extension), and the session's graph could not be copied into one: "
+                f"{e}. Use ModelCheckpoint(..., save_weights_only=True) (a TF checkpoint of the "
+                "variables).",
+            ) from e
 
     def count_params(self) -> int:
         """Scalars in the hook's ``variables`` (Keras: in ``model.weights``)."""
@@ -181,22 +233,16 @@ class ModelProxy:
                 )
         return self._hb_counters[index]
 
-    @property
-    def _train_counter(self) -> Any:  # tf_keras TensorBoard's batch step
-        return self._hb_counter(0)
 
     def _hb_count_run(self, mode: str) -> None:
         """One training (``"train"``) or evaluation run made: tf_keras's train / test function
         adds 1 to ``_train_counter`` / ``_test_counter`` after each step, before the batch
-        callbacks. Only once a callback took the counters (tf_keras's TensorBoard)."""
+        callbacks. Only once a callback took the counters (tf_keras's TensorBoard: the
+        attributes are named in ``_tfcompat``, set on the class below)."""
         counters = self._hb_counters
         if counters is not None and mode != "predict":
             with _tfcompat.eager():
                 counters[0 if mode == "train" else 1].assign_add(1)
-
-    @property
-    def _test_counter(self) -> Any:
-        return self._hb_counter(1)
 
     def __getattr__(self, attribute: str) -> Any:
         if attribute in ModelProxy._FIXED:
@@ -207,3 +253,8 @@ class ModelProxy:
 
     def __repr__(self) -> str:
         return "<hookbridge graph model proxy>"
+
+
+# tf_keras TensorBoard's batch step: model._train_counter / model._test_counter (private names).
+setattr(ModelProxy, _tfcompat.KERAS_TRAIN_COUNTER_ATTRIBUTE, property(lambda m: m._hb_counter(0)))
+setattr(ModelProxy, _tfcompat.KERAS_TEST_COUNTER_ATTRIBUTE, property(lambda m: m._hb_counter(1)))

@@ -180,9 +180,15 @@ class _OptimizerMixin:
 
     lr = learning_rate
 
-    @property
-    def _learning_rate(self) -> Any:
-        return self._schedule_class(self._hb_lr_state("_learning_rate"))
+    def _hb_schedule_or_value(self) -> Any:
+        """``optimizer._learning_rate`` (``_tfcompat.KERAS_OPTIMIZER_SCHEDULE_ATTRIBUTE``): a
+        ``LearningRateSchedule`` for a computed tensor (tf_keras's TensorBoard logs it as
+        ``epoch_learning_rate``), the value for a variable or a fed placeholder (an assigned
+        float rate, which tf_keras's TensorBoard does not log)."""
+        state = self._hb_lr_state(_tfcompat.KERAS_OPTIMIZER_SCHEDULE_ATTRIBUTE)
+        if state.lr.settable or state.lr.fed:
+            return _lr_value(state)
+        return self._schedule_class(state)
 
     @property
     def iterations(self) -> _Step:
@@ -219,7 +225,7 @@ class _OptimizerMixin:
         # Also reached when a property above raised (Python retries here): re-raise its error.
         if attribute.startswith("_hb_"):
             raise AttributeError(attribute)
-        if attribute in ("learning_rate", "lr", "_learning_rate"):
+        if attribute in ("learning_rate", "lr", _tfcompat.KERAS_OPTIMIZER_SCHEDULE_ATTRIBUTE):
             self._hb_lr_state(attribute)
         if attribute == "iterations":
             return type(self).iterations.fget(self)
@@ -227,3 +233,10 @@ class _OptimizerMixin:
 
     def __repr__(self) -> str:
         return f"<hookbridge GraphOptimizer {self.name!r}>"
+
+
+setattr(
+    _OptimizerMixin,
+    _tfcompat.KERAS_OPTIMIZER_SCHEDULE_ATTRIBUTE,
+    property(_OptimizerMixin._hb_schedule_or_value),
+)

@@ -18,6 +18,7 @@ from hookbridge import _tfcompat
 from hookbridge._callback_hook import weights as _weights
 from hookbridge._callback_hook.directions import check_metric_directions, compiled_metric_direction
 from hookbridge._callback_hook.rate import LearningRate
+from hookbridge._callback_hook.variables import model_variables
 
 _SCOPE = "hookbridge_callback_hook"
 
@@ -55,16 +56,15 @@ class GraphState:
         self.global_step: Any = None
         self.log_names: list[str] = []
         self.graph: tf.Graph | None = None
+        #: The global step at the latest write by a callback (weights, learning rate), if any.
+        self.written_at: int | None = None
 
     def build(self, graph: tf.Graph, log_names: list[str]) -> None:
         """Called from ``begin()``: resolves variables, builds the assign ops (graph not final)."""
         self.log_names = log_names
         self.graph = graph
         self.stop_training = False
-        if self._variables_arg is None:
-            self.variables = list(graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES))
-        else:
-            self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
+        self.written_at = None
         self.global_step = tf.compat.v1.train.get_global_step(graph)
         lr_arg = self._learning_rate_arg
         if lr_arg is None and self.optimizer is not None:  # the optimizer's own rate, if a tensor
@@ -79,6 +79,10 @@ class GraphState:
         if self.optimizer is not None:
             with graph.as_default():
                 self.optimizer_variables += list(self.optimizer.variables())
+        if self._variables_arg is None:  # as Keras's model.weights: not the optimizer's
+            self.variables = model_variables(graph, self.optimizer_variables)
+        else:
+            self.variables = [_resolve_variable(graph, v, "variables") for v in self._variables_arg]
         self.trainable_ids = {
             id(v) for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
         }
@@ -110,12 +114,52 @@ class GraphState:
                 f"({[v.op.name for v in self.variables]})."
             )
         self.session.run(self._assigns, dict(zip(self._feeds, values)))
+        self._written()
+
+    def load_weights(self, path: str, skip_mismatch: bool = False) -> list[str]:
+        """Assigns the saved value of each of ``variables`` (matched by ``op.name``) from
+        ``path`` (see :func:`~hookbridge._callback_hook.weights.read_weights`).
+
+        Raises:
+            ValueError: a variable missing from the file or saved with another shape (unless
+                ``skip_mismatch``: those keep their values), as Keras's ``load_weights``
+                refuses a file of another model.
+        """
+        values = _weights.read_weights(path)
+        ops, feeds, loaded, wrong = [], {}, [], []
+        for var, feed, assign in zip(self.variables, self._feeds, self._assigns):
+            name = var.op.name
+            value = values.get(name)
+            if value is None or tuple(np.shape(value)) != tuple(var.shape.as_list()):
+                wrong.append(name if value is None else f"{name} (saved {np.shape(value)})")
+                continue
+            ops.append(assign)
+            feeds[feed] = value
+            loaded.append(name)
+        if wrong and not skip_mismatch:
+            raise ValueError(
+                f"CallbackHook: model.load_weights({path!r}) cannot load {len(wrong)} of the "
+                f"model's {len(self.variables)} variables: {wrong[:10]} (missing or of "
+                "another shape; the file holds "
+                f"{sorted(values)[:10]}). Load a file written from the same graph, or pass "
+                "skip_mismatch=True to load the others."
+            )
+        if ops:
+            self.session.run(ops, feeds)
+            self._written()
+        return loaded
 
     def get_lr(self) -> float:
         return self.lr.read(self.session)
 
     def set_lr(self, value: Any) -> None:
         self.lr.write(self.session, value)
+        self._written()
+
+    def _written(self) -> None:
+        """Remembers the global step of a write (a checkpoint of that step must see it)."""
+        if self.global_step is not None:
+            self.written_at = self.get_step()
 
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))

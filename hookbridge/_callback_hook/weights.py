@@ -39,6 +39,11 @@ def write_weights(path: str, values: Mapping[str, np.ndarray]) -> None:
             shape_and_slices=[""] * len(names),
             tensors=[tf.constant(values[n]) for n in names],
         )
+    # As tf_keras's save_weights in the TF format: the directory's ``checkpoint`` file names it
+    # (ModelCheckpoint(load_weights_on_restart=True) finds it through tf.train.latest_checkpoint).
+    tf.compat.v1.train.update_checkpoint_state(
+        dirname or ".", os.path.basename(path), [os.path.basename(path)]
+    )
 
 
 def read_weights(path: str) -> dict[str, np.ndarray]:
@@ -48,7 +53,9 @@ def read_weights(path: str) -> dict[str, np.ndarray]:
         path: an ``.h5`` file, or a TF checkpoint prefix (or a directory: its latest checkpoint).
 
     Returns:
-        A dict from variable op name (``"dense/kernel"``) to its saved value.
+        A dict from variable op name (``"dense/kernel"``) to its saved value. An HDF5 file not
+        written by hookbridge is read as tf_keras's weights layout (``dense/kernel:0`` is
+        ``dense/kernel``), else by dataset path.
 
     Raises:
         FileNotFoundError: nothing readable at ``path``.
@@ -57,7 +64,9 @@ def read_weights(path: str) -> dict[str, np.ndarray]:
         import h5py
 
         with h5py.File(path, "r") as f:
-            names = [n.decode() if isinstance(n, bytes) else n for n in f.attrs["hookbridge_names"]]
+            if "hookbridge_names" not in f.attrs:
+                return _read_keras_h5(f)
+            names = [_text(n) for n in f.attrs["hookbridge_names"]]
             return {n: np.asarray(f[n]) for n in names}
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     if not prefix or not tf.io.gfile.exists(prefix + ".index"):
@@ -68,6 +77,31 @@ def read_weights(path: str) -> dict[str, np.ndarray]:
         )
     reader = tf.train.load_checkpoint(prefix)
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _read_keras_h5(f: Any) -> dict[str, np.ndarray]:
+    """A tf_keras / Keras 2 weights file (``layer_names``, each layer's ``weight_names``, e.g.
+    ``dense/kernel:0``), or any HDF5 file: its datasets by path. Keyed by the names without
+    ``:0``, as the graph's variables of the same names (``tf.compat.v1.layers.dense``'s)."""
+    out: dict[str, np.ndarray] = {}
+    group = f["model_weights"] if "model_weights" in f else f
+    if "layer_names" in group.attrs:
+        for layer in group.attrs["layer_names"]:
+            g = group[_text(layer)]
+            for weight in g.attrs.get("weight_names", []):
+                out[_text(weight).split(":")[0]] = np.asarray(g[_text(weight)])
+        return out
+
+    def visit(name: str, node: Any) -> None:
+        if hasattr(node, "shape") and hasattr(node, "dtype"):
+            out[name.split(":")[0]] = np.asarray(node)
+
+    f.visititems(visit)
+    return out
 
 
 def load_weights(session: Any, path: str, variables: Sequence[Any] | None = None) -> list[str]:

@@ -914,16 +914,11 @@ def _tensorboard_both(tmp_path, runs=1, others=(), **tb_kwargs):
 
 
 def _documented_tf_keras_difference(native: list, bridged: list) -> tuple[list, list]:
-    """tf_keras / Keras 2 (docs/callbacks.md, TensorBoard row): natively no
-    ``epoch_learning_rate`` for a constant rate, which CallbackHook logs. Returns both lists
-    without that tag, after checking each side is as documented."""
-    if KERAS3:
-        return native, bridged
-    assert not [s for s in native if s[1] == "epoch_learning_rate"]
-    assert [s for s in bridged if s[1] == "epoch_learning_rate"]
-    return [s for s in native if s[1] != "epoch_learning_rate"], [
-        s for s in bridged if s[1] != "epoch_learning_rate"
-    ]
+    """tf_keras / Keras 2 log no ``epoch_learning_rate`` for a constant rate (a variable under
+    CallbackHook), Keras 3 does: checked on both sides, both lists returned unchanged."""
+    if not KERAS3:
+        assert not [s for s in native + bridged if s[1] == "epoch_learning_rate"]
+    return native, bridged
 
 
 def test_tensorboard_across_invocations(tmp_path):
@@ -1007,17 +1002,35 @@ def test_tensorboard_no_spurious_event_files(tmp_path):
     assert runs["bridged"] == runs["native"] == ["train"]
 
 
-def test_tensorboard_weight_histograms_not_written(tmp_path):
+def test_tensorboard_weight_histograms(tmp_path):
     """tensorboard_test.py ``test_TensorBoard_weight_histograms`` (``histogram_freq=1``): the
-    epoch scalars are the same; the layers' weight histograms fit writes have no counterpart
-    (docs/callbacks.md, TensorBoard row: a graph has no layers, none written)."""
-    logdirs = _tensorboard_both(tmp_path, histogram_freq=1)
+    epoch scalars are the same, and each side writes one histogram per epoch of its kernel,
+    with the same buckets (CallbackHook: from the graph's model variables, one layer per scope;
+    the tag is the variable's name where fit's is the Keras layer's)."""
+    logdirs = {}
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+        logdirs[side] = str(tmp_path / side)
+        extra = {"size_fn": _kernel} if side == "bridged" else {}
+        callback = keras.callbacks.TensorBoard(logdirs[side], histogram_freq=1)
+        x = np.arange(1, 5)
+        fit([callback], x, batch_size=2, epochs=2, steps_per_epoch=2, val=[1, 3], **extra)
     native, bridged = _documented_tf_keras_difference(
         _event_scalars(logdirs["native"]), _event_scalars(logdirs["bridged"])
     )
     assert bridged == native and ("train", "epoch_loss", 0, 7.5) in native
-    histograms = {side: _histogram_tags(logdir) for side, logdir in logdirs.items()}
-    assert histograms["native"] and not histograms["bridged"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    histograms = {}
+    for side, logdir in logdirs.items():
+        (tag,) = _histogram_tags(logdir)
+        assert tag.endswith("kernel/histogram" if KERAS3 else "kernel_0/histogram")
+        acc = EventAccumulator(os.path.join(logdir, "train"))
+        acc.Reload()
+        histograms[side] = [
+            (e.step, tf.make_ndarray(e.tensor_proto).tolist()) for e in acc.Tensors(tag)
+        ]
+    assert [s for s, _ in histograms["native"]] == [0, 1]
+    assert histograms["bridged"] == histograms["native"]
 
 
 def _histogram_tags(logdir: str) -> list:

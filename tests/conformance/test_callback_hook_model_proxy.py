@@ -1,0 +1,302 @@
+"""CallbackHook's model proxy beside native ``fit`` (issue 25 items 3, 4, 8, 9, 10).
+
+Each test runs the same callbacks natively in ``model.fit`` and under ``CallbackHook`` in a real
+``MonitoredSession`` / ``MonitoredTrainingSession`` / ``Estimator`` and compares what they read,
+restored or wrote, read back with the real readers (``tf.train.load_checkpoint``, the SavedModel
+loader, TensorBoard's ``EventAccumulator``):
+
+* item 10: ``model.weights`` holds the non-trainable model variables (BatchNorm's moving
+  statistics), not the optimizer's, so ``restore_best_weights`` restores them as ``fit`` does;
+* item 9: what a callback writes at the last step (``EarlyStopping(restore_best_weights=True)``,
+  a ``ReduceLROnPlateau`` cut) reaches the session's final checkpoint;
+* item 3: ``model.load_weights`` (``ModelCheckpoint(load_weights_on_restart=True)``);
+* item 4: ``ModelCheckpoint(save_weights_only=False)`` without an extension: a SavedModel;
+* item 8: ``epoch_learning_rate`` per stack, weight histograms and images.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+
+keras = tf.keras
+v1 = tf.compat.v1
+KERAS3 = hasattr(keras, "ops")
+HAS_ESTIMATOR = hasattr(tf, "estimator") and hasattr(tf.estimator, "Estimator")
+STEPS = 2  # steps per epoch on both sides: 8 samples, batch size 4
+X = (np.arange(24, dtype="float32").reshape(8, 3) % 5) / 5.0
+Y = (np.arange(8) % 2).reshape(8, 1).astype("float32")
+SCORES = [3.0, 1.0, 2.0, 2.5, 2.6]  # EarlyStopping(patience=1): best epoch 1, stop after epoch 2
+BEST = 1
+
+
+class Score(keras.callbacks.Callback):
+    """Natively: puts ``score = scores[epoch]`` in the epoch logs the next callbacks see."""
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = scores
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs["score"] = self.scores[epoch]
+
+
+class Weights(keras.callbacks.Callback):
+    """Records ``model.get_weights()`` at each epoch end, and at train begin and end."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs, self.begin, self.end = [], None, None
+
+    def on_train_begin(self, logs=None):
+        self.begin = [np.array(w) for w in self.model.get_weights()]
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append([np.array(w) for w in self.model.get_weights()])
+
+    def on_train_end(self, logs=None):
+        self.end = [np.array(w) for w in self.model.get_weights()]
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+# -- native fit ------------------------------------------------------------------------------------
+def native_bn_model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.BatchNormalization(), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    return model
+
+
+def native_fit(callbacks, epochs=len(SCORES), model=None):
+    model = model or native_bn_model()
+    model.fit(X, Y, batch_size=4, epochs=epochs, verbose=0, callbacks=callbacks, shuffle=False)
+    return model
+
+
+# -- the same model as a TF1 graph -------------------------------------------------------------------
+def build_bn_graph():
+    """BatchNorm (gamma, beta, moving mean and variance updated each step) then Dense(1), trained
+    by a TF1 Adam (slots and beta powers: optimizer state, not model weights); ``score`` fed."""
+    gs = v1.train.get_or_create_global_step()
+    x = v1.placeholder(tf.float32, [None, 3], name="x")
+    y = v1.placeholder(tf.float32, [None, 1], name="y")
+    score = v1.placeholder(tf.float32, [], name="score_in")
+    with v1.variable_scope("bn"):
+        gamma = v1.get_variable("gamma", initializer=tf.ones([3]))
+        beta = v1.get_variable("beta", initializer=tf.zeros([3]))
+        mean = v1.get_variable("moving_mean", initializer=tf.zeros([3]), trainable=False)
+        var = v1.get_variable("moving_variance", initializer=tf.ones([3]), trainable=False)
+    batch_mean, batch_var = tf.nn.moments(x, [0])
+    updates = [
+        v1.assign(mean, mean * 0.99 + batch_mean * 0.01),
+        v1.assign(var, var * 0.99 + batch_var * 0.01),
+    ]
+    h = tf.nn.batch_normalization(x, batch_mean, batch_var, beta, gamma, 1e-3)
+    with v1.variable_scope("dense"):
+        kernel = v1.get_variable("kernel", initializer=tf.constant([[0.5], [-0.5], [0.25]]))
+        bias = v1.get_variable("bias", initializer=tf.zeros([1]))
+    loss = tf.reduce_mean(tf.square(tf.matmul(h, kernel) + bias - y), name="loss")
+    lr = v1.get_variable("lr", initializer=0.1, trainable=False)
+    with tf.control_dependencies(updates):
+        train = v1.train.AdamOptimizer(lr).minimize(loss, global_step=gs)
+    return {"x": x, "y": y, "score_in": score, "score": tf.identity(score, name="score"),
+            "loss": loss, "lr": lr, "train": train, "gs": gs}
+
+
+def run_bridged(callbacks, *, scores=SCORES, checkpoint_dir=None, save_steps=STEPS, **hook_kw):
+    """``len(scores)`` epochs of STEPS runs (fewer if a callback stops) in a
+    MonitoredTrainingSession (checkpoints every epoch into ``checkpoint_dir``)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        t = build_bn_graph()
+        hook_kw.setdefault("logs", {"score": t["score"]})
+        hook = hookbridge.CallbackHook(
+            callbacks, steps_per_epoch=STEPS, epochs=len(scores), batch_size=4, **hook_kw
+        )
+        with v1.train.MonitoredTrainingSession(
+            checkpoint_dir=checkpoint_dir,
+            save_checkpoint_steps=save_steps if checkpoint_dir else None,
+            save_checkpoint_secs=None,
+            save_summaries_steps=None,
+            save_summaries_secs=None,
+            log_step_count_steps=None,
+            hooks=[hook],
+        ) as sess:
+            step = 0
+            while not sess.should_stop():
+                i = step % STEPS
+                feed = {t["x"]: X[4 * i : 4 * i + 4], t["y"]: Y[4 * i : 4 * i + 4]}
+                feed[t["score_in"]] = scores[min(step // STEPS, len(scores) - 1)]
+                sess.run(t["train"], feed)
+                step += 1
+    return step
+
+
+# -- item 10: the model's variables by default, as model.weights ------------------------------------
+def test_weights_are_the_model_variables_as_keras_model_weights():
+    """BatchNorm + Dense: the proxy's weights are the native model.weights' shapes in order
+    (gamma, beta, moving mean, moving variance, kernel, bias), trainable and not as natively,
+    and count_params agrees; Adam's slots, beta powers, the global step and the learning-rate
+    variable are left out, as Keras keeps them in its optimizer."""
+    native = native_bn_model()
+    seen = {}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            m = self.model
+            seen["weights"] = [v.op.name for v in m.weights]
+            seen["shapes"] = [tuple(v.shape.as_list()) for v in m.weights]
+            seen["trainable"] = [v.op.name for v in m.trainable_weights]
+            seen["non_trainable"] = [v.op.name for v in m.non_trainable_weights]
+            seen["count"] = m.count_params()
+            seen["values"] = [np.shape(w) for w in m.get_weights()]
+
+    run_bridged([Probe()], scores=[1.0], learning_rate="lr")
+    assert seen["shapes"] == [tuple(w.shape) for w in native.weights] == seen["values"]
+    assert seen["weights"] == [
+        "bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance", "dense/kernel",
+        "dense/bias",
+    ]
+    assert len(seen["trainable"]) == len(native.trainable_weights) == 4
+    assert len(seen["non_trainable"]) == len(native.non_trainable_weights) == 2
+    assert seen["count"] == native.count_params() == 16
+
+
+def test_restore_best_weights_restores_the_moving_statistics_and_checkpoint_as_native(tmp_path):
+    """EarlyStopping(restore_best_weights=True) on a BatchNorm model: natively the model ends
+    with every weight of the best epoch, moving statistics included (they moved since); under
+    CallbackHook the same, and the session's final checkpoint holds them (item 9: on Keras 3
+    the restore runs in on_train_end, after CheckpointSaverHook.end saved; on tf_keras in the
+    last on_epoch_end, after CheckpointSaverHook.after_run saved that step)."""
+    def callbacks(score):
+        rec, final = Weights(), Weights()  # final: after EarlyStopping, sees what it restored
+        stop = keras.callbacks.EarlyStopping(
+            "score", patience=1, mode="min", restore_best_weights=True
+        )
+        return rec, final, ([Score(SCORES)] if score else []) + [rec, stop, final]
+
+    rec, final, cbs = callbacks(True)
+    model = native_fit(cbs)
+    assert len(rec.epochs) == BEST + 2  # stopped after epoch 2
+    _assert_same(model.get_weights(), rec.epochs[BEST])
+    assert not np.allclose(rec.epochs[BEST][2], rec.epochs[-1][2])  # moving mean moved
+
+    _assert_same(final.end, rec.epochs[BEST])
+    rec, final, cbs = callbacks(False)
+    ckpt = str(tmp_path / "mts")
+    steps = run_bridged(cbs, checkpoint_dir=ckpt, learning_rate="lr")
+    assert steps == (BEST + 2) * STEPS
+    _assert_same(final.end, rec.epochs[BEST])
+    assert not np.allclose(rec.epochs[BEST][2], rec.epochs[-1][2])
+    reader = tf.train.load_checkpoint(ckpt)
+    assert tf.train.latest_checkpoint(ckpt).endswith(f"-{steps}")
+    names = ["bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance", "dense/kernel",
+             "dense/bias"]
+    _assert_same([reader.get_tensor(n) for n in names], rec.epochs[BEST])
+
+
+def test_explicit_trainable_variables_leave_the_moving_statistics_as_before():
+    """``variables=`` still decides: the trainable ones only, as in earlier releases."""
+    seen = {}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen["names"] = [v.op.name for v in self.model.weights]
+
+    run_bridged([Probe()], scores=[1.0], learning_rate="lr",
+                variables=["bn/gamma", "bn/beta", "dense/kernel", "dense/bias"])
+    assert seen["names"] == ["bn/gamma", "bn/beta", "dense/kernel", "dense/bias"]
+
+
+# -- item 9: a ReduceLROnPlateau cut at the last epoch reaches the checkpoint -----------------------
+def test_learning_rate_cut_at_the_last_epoch_reaches_the_checkpoint_as_fit_keeps_it(tmp_path):
+    """Natively fit ends with the rate cut at the last epoch (0.05), the rate a continued fit
+    starts from; the session's last checkpoint (written at that step, before the callback ran)
+    holds it too, so a restarted session starts from 0.05, not 0.1."""
+    scores = [1.0, 2.0]
+    lr_key = "learning_rate" if KERAS3 else "lr"
+
+    def plateau():
+        return keras.callbacks.ReduceLROnPlateau("score", factor=0.5, patience=0, mode="min")
+
+    model = native_bn_model()
+    native_fit([Score(scores), plateau()], epochs=2, model=model)
+    native_lr = float(keras.backend.get_value(getattr(model.optimizer, lr_key)))
+    assert native_lr == pytest.approx(0.05)
+
+    ckpt = str(tmp_path / "mts")
+    run_bridged([plateau()], scores=scores, checkpoint_dir=ckpt, learning_rate="lr")
+    assert tf.train.latest_checkpoint(ckpt).endswith(f"-{2 * STEPS}")
+    assert tf.train.load_checkpoint(ckpt).get_tensor("lr") == pytest.approx(native_lr)
+    seen = []
+
+    class Rate(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen.append(float(self.model.optimizer.learning_rate))
+
+    run_bridged([Rate()], scores=scores + [1.0], checkpoint_dir=ckpt, learning_rate="lr")
+    assert seen == [pytest.approx(native_lr)]
+
+
+def test_a_checkpoint_of_an_earlier_step_is_left_alone(tmp_path):
+    """A write at the last step when the last checkpoint is of an earlier step: nothing is
+    written again (CheckpointSaverHook.end saves the last step itself when it had not)."""
+    scores = [1.0, 2.0]
+    ckpt = str(tmp_path / "mts")
+    plateau = keras.callbacks.ReduceLROnPlateau("score", factor=0.5, patience=0, mode="min")
+    run_bridged([plateau], scores=scores, checkpoint_dir=ckpt, save_steps=100, learning_rate="lr")
+    # CheckpointSaverHook saves step 0 (after_create_session) and the last step in end(),
+    # before CallbackHook's end(): that save came after the cut (in after_run) and holds it.
+    assert tf.train.latest_checkpoint(ckpt).endswith(f"-{2 * STEPS}")
+    assert tf.train.load_checkpoint(ckpt).get_tensor("lr") == pytest.approx(0.05)
+
+
+@pytest.mark.skipif(not HAS_ESTIMATOR, reason="tf.estimator exists on TF 2.15 only")
+def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
+    """Estimator.train with EarlyStopping(restore_best_weights=True) in training_hooks: the
+    model_dir's final checkpoint (what evaluate / predict / export read) holds the best epoch's
+    weights, as fit's model does."""
+    rec = Weights()
+    stop = keras.callbacks.EarlyStopping("score", patience=1, mode="min",
+                                         restore_best_weights=True)
+
+    def model_fn(features, labels, mode):
+        gs = v1.train.get_or_create_global_step()
+        w = v1.get_variable("w", initializer=tf.zeros([3, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+        score = tf.identity(tf.reduce_mean(features["score"]), name="score")
+        train = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+        hook = hookbridge.CallbackHook(
+            [rec, stop], logs={"score": score}, steps_per_epoch=STEPS, epochs=len(SCORES),
+            batch_size=4,
+        )
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train, training_hooks=[hook])
+
+    def input_fn():
+        scores = np.repeat(np.asarray(SCORES, "float32"), 8)  # 8 rows per epoch
+        xs = np.tile(X, (len(SCORES), 1))
+        ys = np.tile(Y, (len(SCORES), 1))
+        return tf.data.Dataset.from_tensor_slices(({"x": xs, "score": scores}, ys)).batch(4)
+
+    config = tf.estimator.RunConfig(
+        model_dir=str(tmp_path / "est"), save_checkpoints_steps=STEPS, save_summary_steps=None,
+        log_step_count_steps=1000,
+    )
+    est = tf.estimator.Estimator(model_fn, config=config)
+    est.train(input_fn)
+    assert len(rec.epochs) == BEST + 2
+    assert not np.allclose(rec.epochs[BEST][0], rec.epochs[-1][0])
+    np.testing.assert_allclose(est.get_variable_value("w"), rec.epochs[BEST][0], rtol=1e-6)
+    assert est.latest_checkpoint().endswith(f"-{(BEST + 2) * STEPS}")

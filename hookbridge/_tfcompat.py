@@ -349,6 +349,39 @@ def keras_optimizer_slot(optimizer: Any, variable: Any, slot: str) -> Any:
     return slots[index]
 
 
+def compile_metrics_by_key(metric: Any) -> dict[str, Any] | None:
+    """The metric objects of Keras 3's ``CompileMetrics`` container by the key Keras logs them
+    under (``out_a_mae`` for a metric ``mae`` of output ``out_a``, ``weighted_mae`` for a
+    weighted metric named as an unweighted one, ``mae_1`` for a second ``mae``), named as its
+    ``result()`` names them from the private ``_flat_metrics`` / ``_flat_weighted_metrics``
+    lists; None for any other metric (tf_keras names its metrics after their log keys)."""
+    flat = getattr(metric, "_flat_metrics", None)
+    weighted = getattr(metric, "_flat_weighted_metrics", None)
+    if flat is None or weighted is None or not getattr(metric, "built", False):
+        return None
+    keys: dict[str, Any] = {}
+    counters: dict[str, int] = {}
+    for is_weighted, lists in ((False, flat), (True, weighted)):
+        for mls in lists:
+            if not mls:
+                continue
+            prefix = f"{mls.output_name}_" if mls.output_name else ""
+            for m in mls.metrics:
+                name = prefix + m.name
+                if name in counters:
+                    if is_weighted:
+                        name = f"{prefix}weighted_{m.name}"
+                    if name in counters:
+                        counters[name] += 1
+                        name = f"{name}_{counters[name] - 1}"
+                    else:
+                        counters[name] = 1
+                else:
+                    counters[name] = 1
+                keys[name] = m
+    return keys
+
+
 # -- private attributes tf_keras's TensorBoard reads on a model (CallbackHook's proxy) ----------
 #: tf_keras / Keras 2 ``TensorBoard._collect_learning_rate`` reads ``model.optimizer.<this>`` and
 #: logs ``epoch_learning_rate`` only when it is a ``LearningRateSchedule``.

@@ -65,6 +65,15 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
         dest="fmt",
         help="report format (default: table)",
     )
+    # --exclude (issue 26 item 6; owned by the scan)
+    scan.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="skip folders or files whose relative path or name matches (repeatable), "
+        "e.g. --exclude tests --exclude third_party --exclude '*_test.py'",
+    )
     scan.set_defaults(handler=_run_scan)
 
 
@@ -74,7 +83,7 @@ def _run_scan(args: argparse.Namespace) -> int:
     from hookbridge._migrate.scan.report import render
 
     try:
-        result = scan(args.path)
+        result = scan(args.path, exclude=args.exclude)
     except FileNotFoundError as e:
         print(f"hookbridge scan: error: {e}", file=sys.stderr)
         return EXIT_USAGE

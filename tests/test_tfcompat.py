@@ -341,6 +341,44 @@ def test_keras_optimizer_slots_are_the_ones_the_update_uses(make, slots):
         np.testing.assert_allclose(m.numpy(), 2.0 * 0.9, rtol=1e-6)  # m = beta_1 * m + 0
 
 
+@pytest.mark.skipif(
+    not str(getattr(tf.keras, "__version__", "2")).startswith("3"),
+    reason="Keras 3's CompileMetrics container",
+)
+def test_compile_metrics_by_key_names_metrics_as_keras_logs_them():
+    """``compile_metrics_by_key`` (issue 24 item 12) maps each of Keras 3's compiled metrics to
+    the key Keras logs it under, from ``CompileMetrics._flat_metrics`` /
+    ``_flat_weighted_metrics``: output prefixes, a repeated name, a weighted twin. Each mapped
+    metric's ``result()`` is the value Keras logged under that key."""
+    import numpy as np
+
+    keras = tf.keras
+    inputs = keras.Input((2,))
+    model = keras.Model(
+        inputs,
+        {
+            "out_a": keras.layers.Dense(1, name="out_a")(inputs),
+            "out_b": keras.layers.Dense(1, name="out_b")(inputs),
+        },
+    )
+    model.compile(
+        "sgd",
+        loss="mse",
+        metrics={"out_a": ["mae", "mae"], "out_b": ["mse"]},
+        weighted_metrics={"out_a": ["mae"], "out_b": ["mae"]},
+    )
+    x = np.random.default_rng(0).normal(size=(6, 2)).astype("float32")
+    y = {"out_a": x[:, :1], "out_b": x[:, 1:]}
+    logs = model.fit(x, y, sample_weight=np.linspace(0.5, 2, 6), epochs=1, verbose=0).history
+    compiled = [m for m in model.metrics if m.name == "compile_metrics"][0]
+    by_key = _tfcompat.compile_metrics_by_key(compiled)
+    assert set(by_key) == {k for k in logs if not k.endswith("loss")}
+    assert {"out_a_mae_1", "out_a_weighted_mae", "out_b_mae"} <= set(by_key)
+    for key, metric in by_key.items():
+        np.testing.assert_allclose(float(metric.result()), logs[key][-1], rtol=1e-6)
+    assert _tfcompat.compile_metrics_by_key(model.metrics[0]) is None  # the loss tracker
+
+
 def test_keras_private_model_attributes_still_read_by_tensorboard():
     """CallbackHook's proxy answers the private attributes tf_keras / Keras 2's TensorBoard
     reads (``_tfcompat.KERAS_*_ATTRIBUTE``): they must still be the names its code reads."""

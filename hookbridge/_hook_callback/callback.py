@@ -246,6 +246,8 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         # their run may have ended early, by end of input, with an end() error pending)
         if not _fit_is_running(self.model):
             self._start("test")
+        elif self._active("train"):  # the last batch's values, before validation resets them
+            self._run.batch_values.settle()
 
     def on_test_end(self, logs=None):
         self._finish("test")
@@ -329,7 +331,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             side,
             read_weights=access.weights,
             set_weights=weight_setter(model),
-            read_count=access.loss_count_reader() if mode != "predict" else None,
+            metrics=access.metric_kinds() if mode != "predict" else None,
             global_step=global_step,
             steps_per_epoch=(self.params or {}).get("steps"),
         )

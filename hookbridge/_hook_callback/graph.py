@@ -81,6 +81,9 @@ class SideGraph:
             for key in log_keys:
                 if key in self.log_tensors or key == "global_step":
                     continue
+                # The default is never used: a run reading a log tensor that has no value (a
+                # tensor derived from loss:0 in predict) raises as loss:0 does (resolver.py
+                # feeds). A default lets a hook fetch the op itself ("loss"), as TF1 allows.
                 self.log_tensors[key] = tf.compat.v1.placeholder_with_default(
                     np.float32(0.0), shape=[], name=key
                 )

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._hook_callback.batch_values import MEAN, OTHER, RAW, MetricKinds
 from hookbridge._hook_callback.keras_writes import keras_context
 
 keras = tf.keras
@@ -48,61 +49,11 @@ class KerasAccess:
         with keras_context(weights[0] if weights else None):
             return self.model.get_weights()
 
-    def loss_count_reader(self) -> Callable[[], float | None]:
-        """Reads the loss tracker's sample count (tf_keras builds the tracker at the first step).
-
-        The read is one raw ``ReadVariableOp`` in eager mode (about 20 µs, a quarter of
-        ``keras.backend.get_value``): the bridge reads the count on every step where a hook
-        fetches a batch value. A distributed count (a metric's ``SyncOnRead`` variable) is read
-        as this worker holds it (:func:`local_value`); tf_keras graph mode takes Keras's way.
-        """
-        found: list = []
-        scope = _tfcompat.eager()
-
-        def locate() -> bool:
-            for metric in getattr(self.model, "metrics", ()):
-                if getattr(metric, "name", None) == "loss" and hasattr(metric, "count"):
-                    count = metric.count
-                    variable = getattr(count, "value", None)  # Keras 3: the backend variable
-                    if not isinstance(variable, tf.Variable):
-                        variable = count
-                    # A distributed variable's handle raises outside a replica context.
-                    distributed = isinstance(variable, tf.distribute.DistributedValues)
-                    handle = None if distributed else getattr(variable, "handle", None)
-                    fast = (
-                        isinstance(variable, tf.Variable)
-                        and handle is not None
-                        and not hasattr(handle, "graph")  # an eager handle (no graph mode)
-                    )
-                    local = variable if distributed else False  # read with local_value
-                    found.append((count, handle if fast else None, variable.dtype, local))
-                    return True
-            return False
-
-        def read() -> float | None:
-            if not found and not locate():
-                return None
-            count, handle, dtype, distributed = found[0]
-            if distributed is not False:  # never a collective: see local_value
-                with scope:
-                    return float(local_value(distributed, self.model.distribute_strategy))
-            if handle is None:
-                with keras_context(count):
-                    return float(keras.backend.get_value(count))
-            with scope:
-                return float(tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype))
-
-        read.is_sample_mean = self.is_sample_mean  # type: ignore[attr-defined]
-        return read
-
-    def is_sample_mean(self, key: str) -> bool | None:
-        """Whether the metric logged as ``key`` is a mean over samples (it has a ``count``, as
-        ``Mean``/``MeanMetricWrapper`` do; ``AUC``, ``Precision``... have not), or None if no
-        metric of the model has that name."""
-        for metric in _flat_metrics(self.model):
-            if getattr(metric, "name", None) == key:
-                return hasattr(metric, "count") and hasattr(metric, "total")
-        return None
+    def metric_kinds(self) -> MetricKinds:
+        """Per log key, how its batch value is found (``batch_values.py``): the metric Keras
+        logs under that key and a reader of its ``count``. Looked up at the key's first fetch,
+        once Keras has built its metrics (tf_keras builds them at the first step)."""
+        return _MetricKinds(self.model)
 
     def log_keys(self, extra: list[str]) -> list[str]:
         """``loss``, the compiled metrics' names and ``extra``: the tensors the graph gets.
@@ -169,13 +120,81 @@ def local_value(variable: Any, strategy: Any) -> np.ndarray:
     return parts[0]
 
 
-def _flat_metrics(model: Any) -> list:
-    """The model's metric objects, with Keras 3's ``CompileMetrics`` container opened."""
-    out = []
+class _MetricKinds:
+    """:class:`MetricKinds` of a Keras model: its metrics found by the key Keras logs them under."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self._readers: dict[str, Callable[[], float]] = {}
+
+    def _metric(self, key: str) -> Any:
+        return _metrics_by_key(self._model).get(key)
+
+    def kind(self, key: str) -> str:
+        metric = self._metric(key)
+        if metric is None:
+            return RAW
+        return MEAN if hasattr(metric, "count") and hasattr(metric, "total") else OTHER
+
+    def count_reader(self, key: str) -> Callable[[], float]:
+        """Reads the ``count`` of the metric logged as ``key``: one raw ``ReadVariableOp`` in
+        eager mode (about 20 µs, a quarter of ``keras.backend.get_value``); a distributed count
+        (a ``SyncOnRead`` variable) as this worker holds it (:func:`local_value`, never a
+        collective); tf_keras graph mode takes Keras's way."""
+        read = self._readers.get(key)
+        if read is None:
+            read = self._readers[key] = _count_reader(self._metric(key).count, self._model)
+        return read
+
+
+def _count_reader(count: Any, model: Any) -> Callable[[], float]:
+    variable = getattr(count, "value", None)  # Keras 3: the backend variable
+    if not isinstance(variable, tf.Variable):
+        variable = count
+    scope = _tfcompat.eager()
+    if isinstance(variable, tf.distribute.DistributedValues):
+        # A distributed variable's handle raises outside a replica context, and reading it
+        # reduces across workers: read this worker's replicas (local_value).
+
+        def read_local() -> float:
+            with scope:
+                return float(local_value(variable, model.distribute_strategy))
+
+        return read_local
+    handle = getattr(variable, "handle", None)
+    if not (
+        isinstance(variable, tf.Variable)
+        and handle is not None
+        and not hasattr(handle, "graph")  # an eager handle (no graph mode)
+    ):
+
+        def read_keras() -> float:
+            with keras_context(count):
+                return float(keras.backend.get_value(count))
+
+        return read_keras
+    dtype = variable.dtype
+
+    def read() -> float:
+        with scope:
+            return float(tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype))
+
+    return read
+
+
+def _metrics_by_key(model: Any) -> dict[str, Any]:
+    """The model's metric objects by the key Keras logs them under: their name, or the name
+    Keras 3's ``CompileMetrics`` container gives them (output prefixes, ``weighted_``)."""
+    found: dict[str, Any] = {}
     for metric in getattr(model, "metrics", ()):
-        inner = getattr(metric, "metrics", None)
-        out.extend(inner if isinstance(inner, (list, tuple)) and inner else [metric])
-    return out
+        by_key = _tfcompat.compile_metrics_by_key(metric)
+        if by_key is None:
+            inner = getattr(metric, "metrics", None)
+            inner = inner if isinstance(inner, (list, tuple)) and inner else [metric]
+            by_key = {getattr(m, "name", None): m for m in inner}
+        for key, m in by_key.items():
+            found.setdefault(key, m)
+    return found
 
 
 def _flatten(value: Any) -> list:

@@ -73,7 +73,8 @@ class Resolver:
         self._step_cache: tuple[int, Any] = (-1, None)  # (value, np.int64(value))
         self._outputs: Any = None
         self._log_ops = {t.op: key for key, t in side.log_tensors.items()}
-        self._log_reads: dict[frozenset, set[str]] = {}
+        self._log_ops.update({t.op: (_MEAN, key) for key, t in side.mean_tensors.items()})
+        self._log_reads: dict[frozenset, set] = {}
 
     # -- values -------------------------------------------------------------------------------
     def set_outputs(self, outputs: Any) -> None:
@@ -108,11 +109,7 @@ class Resolver:
         else:
             value = self.values.means.get(key)
         if value is None:
-            raise ValueError(
-                f"hookbridge: {element.name} has no value yet: Keras has not logged "
-                f"{key!r} in this run. Fetch it from after_run, or pass log_names=[...] to "
-                "HookCallback if Keras logs it under another name."
-            )
+            raise _no_value(element, key)
         return np.float32(value)
 
     def feeds(self, elements: list) -> dict:
@@ -129,6 +126,9 @@ class Resolver:
                 feeds[side.mean_tensors[key]] = np.float32(mean)
                 if key in reads:
                     feeds[t] = np.float32(values.batch(key))
+            elif key in reads or (_MEAN, key) in reads:  # loss:0 (or a tensor derived from
+                # it) in predict, or a key Keras has not logged yet: the error held() gives
+                raise _no_value(t if key in reads else side.mean_tensors[key], key)
         if side.outputs is not None and self._outputs is not None:
             feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
         return feeds
@@ -298,3 +298,12 @@ class Resolver:
         self.session = session
         self.weights_at = None
         self.step_in_graph = None
+
+
+def _no_value(element: Any, key: str) -> ValueError:
+    """The error for a log tensor (or one derived from it) that has no value in this run."""
+    return ValueError(
+        f"hookbridge: {element.name} has no value yet: Keras has not logged {key!r} in this "
+        "run. Fetch it from after_run, or pass log_names=[...] to HookCallback if Keras logs "
+        "it under another name."
+    )

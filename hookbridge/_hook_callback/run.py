@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback import profiling
-from hookbridge._hook_callback.batch_values import BatchValues
+from hookbridge._hook_callback.batch_values import BatchValues, MetricKinds
 from hookbridge._hook_callback.global_step import GlobalStep
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.graph_free import needs_graph
@@ -55,14 +55,14 @@ class BridgeRun:
         side: SideGraph,
         read_weights: Callable[[], list],
         set_weights: Callable[[list], None],
-        read_count: Callable[[], float | None] | None,
+        metrics: MetricKinds | None,
         global_step: GlobalStep,
         steps_per_epoch: int | None,
     ) -> None:
         self.mode = mode
         self.side = side
         self.scope = _tfcompat.GraphScope(side.graph)
-        self.batch_values = BatchValues(read_count)
+        self.batch_values = BatchValues(metrics, {t.op: k for k, t in side.log_tensors.items()})
         self.global_step = global_step
         self.resolver = Resolver(side, read_weights, set_weights, global_step, self.batch_values)
         self.steps_per_epoch = steps_per_epoch
@@ -214,7 +214,7 @@ class BridgeRun:
         else:
             if mode == "train":
                 self.global_step.after_step(steps)  # the one owner of the step (global_step.py)
-            self.batch_values.update(logs, steps, batch + 1 == self.steps_per_epoch)
+            self.batch_values.update(logs)
             if len(self.warned_keys) < len(logs):
                 warn_unknown_keys(self.side, logs, self.warned_keys)
         step = self.step

@@ -14,7 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _merge, _tfcompat
-from hookbridge._hook_callback.batch_values import BatchValues
+from hookbridge._hook_callback.batch_values import BatchValues, combine
 from hookbridge._hook_callback.fetch import describes_a_run, is_leaf_fetch
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.resolver import Resolver
@@ -108,7 +108,7 @@ class MergedStep:
                     last[i] = (fetches, plan, need) if is_leaf_fetch(fetches) else (None, None, 0)
                 self.pending.append(hook)
                 self._pending_plans.append(plan)
-                demand += need
+                demand = combine(demand, need)
             if feed_dict:
                 self._check_feeds(hook, feed_dict)
                 _merge.merge_feeds(self.feeds, feed_dict)

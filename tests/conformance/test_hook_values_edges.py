@@ -90,3 +90,347 @@ def test_global_step_is_iterations_under_steps_per_execution_ragged_epoch(tmp_pa
     fresh = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     fresh.compile(keras.optimizers.SGD(0.01), "mse")
     assert hookbridge.restore_checkpoint(fresh, bridged_dir) == 20
+
+
+# -- helpers for batch values ----------------------------------------------------------------------
+class KerasBatchValues(keras.callbacks.Callback):
+    """Native Keras's own value of each batch: its metrics reset before every batch, so the logs
+    at the batch's end hold that batch alone (training is unchanged: metrics take no part)."""
+
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.model.reset_metrics()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs.append({k: float(v) for k, v in (logs or {}).items()})
+
+
+class FetchKeys(T.SessionRunHook):
+    """Fetches ``<key>:0`` for each key on every step, through ``before_run``."""
+
+    def __init__(self, keys):
+        self.keys = list(keys)
+        self.got = []
+
+    def before_run(self, run_context):
+        return T.SessionRunArgs({k: f"{k}:0" for k in self.keys})
+
+    def after_run(self, run_context, run_values):
+        self.got.append({k: float(v) for k, v in run_values.results.items()})
+
+
+def _fit_twice(make_model, fit_kw, keys, log_names=()):
+    """The same model (same initial weights) fitted natively with Keras's batch values recorded,
+    then with a HookCallback fetching ``keys``; returns (native batch values, fetched, warnings)."""
+    native = KerasBatchValues()
+    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    bridge = hookbridge.HookCallback(lambda: [FetchKeys(keys)], log_names=list(log_names))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bridge:
+            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+    return native.logs, bridge.hooks[0].got, [str(w.message) for w in caught]
+
+
+def _assert_values(native, bridged, keys, rtol=1e-4, atol=1e-5):
+    assert len(bridged) == len(native)
+    for key in keys:
+        np.testing.assert_allclose(
+            [b[key] for b in bridged], [n[key] for n in native], rtol=rtol, atol=atol,
+            err_msg=key,
+        )
+
+
+def _data(n=10, seed=0, features=2):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, features)).astype("float32")
+    y = (x.sum(axis=1, keepdims=True) + rng.normal(size=(n, 1))).astype("float32")
+    return x, y
+
+
+def _dense(units=1, name=None):
+    return keras.layers.Dense(
+        units, name=name, kernel_initializer=keras.initializers.Constant(0.3)
+    )
+
+
+# -- item 2: an infinite batch does not poison the rest of the epoch -----------------------------
+def _mean_of_y(y_true, y_pred):
+    return tf.reduce_mean(y_true + 0.0 * y_pred, axis=-1)
+
+
+def _native_nan_checks(batch_losses):
+    """TF1: NanTensorHook on a loss tensor fed each batch's loss; how many runs ran."""
+    with tf.Graph().as_default():
+        gs = T.get_or_create_global_step()
+        fed = tf.compat.v1.placeholder(tf.float32, [])
+        loss = tf.identity(fed, name="loss")
+        train = gs.assign_add(1)
+        runs = 0
+        with T.MonitoredSession(hooks=[T.NanTensorHook(loss)]) as sess:
+            for value in batch_losses:
+                sess.run(train, {fed: value})
+                runs += 1
+    return runs
+
+
+@pytest.mark.parametrize("with_exact_consumer", [False, True])
+def test_an_infinite_batch_does_not_make_nan_tensor_hook_fire_later(with_exact_consumer):
+    """Batch losses 1, inf, 1, 1: natively NanTensorHook never fires (isnan(inf) is false); through
+    the bridge it did on the batch after the inf (loss:0 was inf - inf = NaN). With another hook
+    fetching loss:0 exactly on the same steps, NanTensorHook still sees the right NaN-ness."""
+    losses = [1.0, np.inf, 1.0, 1.0]
+    assert _native_nan_checks(losses) == len(losses)
+    y = np.repeat(np.array(losses, "float32"), 3)[:, None]
+    x = np.zeros((len(y), 1), "float32")
+    model = keras.Sequential([keras.Input((1,)), _dense()])
+    model.compile(keras.optimizers.SGD(0.01), loss=_mean_of_y)
+
+    def hooks():
+        extra = [FetchKeys(["loss"])] if with_exact_consumer else []
+        return [T.NanTensorHook("loss:0"), *extra]
+
+    bridge = hookbridge.HookCallback(hooks)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bridge:
+            model.fit(x, y, batch_size=3, epochs=1, shuffle=False, verbose=0, callbacks=[bridge])
+    assert int(model.optimizer.iterations.numpy()) == len(losses)
+    messages = [str(w.message) for w in caught if "cannot be recovered" in str(w.message)]
+    if with_exact_consumer:
+        got = [r["loss"] for r in bridge.hooks[1].got]
+        assert got[:2] == [1.0, np.inf]
+        assert len(messages) == 1 and "'loss'" in messages[0]
+    else:
+        assert messages == []
+
+
+# -- item 4: weighted metrics --------------------------------------------------------------------
+def test_weighted_metrics_batch_values_are_keras_batch_values():
+    """sample_weight with weighted_metrics and a ragged last batch (10 samples in batches of 4):
+    every key's batch value is the value Keras gives that batch alone (0.542 against 0.682
+    before: the metric was recovered with the loss's sample counts, not its own weights)."""
+    x, y = _data(10)
+    weights = np.random.default_rng(1).uniform(0.1, 3.0, size=10).astype("float32")
+
+    def make_model():
+        model = keras.Sequential([keras.Input((2,)), _dense()])
+        model.compile(
+            keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"], weighted_metrics=["mse"]
+        )
+        return model
+
+    fit_kw = dict(x=x, y=y, sample_weight=weights, batch_size=4, epochs=2, shuffle=False)
+    native, bridged, messages = _fit_twice(make_model, fit_kw, ["loss", "mae", "mse"])
+    _assert_values(native, bridged, ["loss", "mae", "mse"])
+    assert not [m for m in messages if "HookCallback" in m]
+
+
+# -- item 12: keys that are not the loss tracker's running mean -----------------------------------
+def _custom_step_model():
+    """The custom train_step of Keras's guide: its own Mean("loss") tracker (updated with the
+    scalar batch loss: it counts batches) and a MeanAbsoluteError (it counts samples), plus a raw
+    per-batch value it returns as is."""
+
+    class CustomModel(keras.Model):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.loss_tracker = keras.metrics.Mean(name="loss")
+            self.mae_metric = keras.metrics.MeanAbsoluteError(name="mae")
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = tf.reduce_mean(tf.square(y - y_pred))
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.loss_tracker.update_state(loss)
+            self.mae_metric.update_state(y, y_pred)
+            return {
+                "loss": self.loss_tracker.result(),
+                "mae": self.mae_metric.result(),
+                "batch_max": tf.reduce_max(y_pred),
+            }
+
+        @property
+        def metrics(self):
+            return [self.loss_tracker, self.mae_metric]
+
+    inputs = keras.Input((2,))
+    model = CustomModel(inputs, _dense()(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.05))
+    return model
+
+
+def test_custom_train_step_trackers_and_raw_values_are_batch_values():
+    """Keras's guide's custom step with a ragged last batch: ``mae:0`` (its own sample count, not
+    the loss tracker's batch count), ``loss:0`` (a tracker counting batches) and ``batch_max:0``
+    (returned raw: passed through, with a warning at its first fetch naming it) are the values
+    Keras gives each batch alone."""
+    x, y = _data(10)
+    fit_kw = dict(x=x, y=y, batch_size=4, epochs=2, shuffle=False)
+    keys = ["loss", "mae", "batch_max"]
+    native, bridged, messages = _fit_twice(_custom_step_model, fit_kw, keys, log_names=keys)
+    _assert_values(native, bridged, keys)
+    raw = [m for m in messages if "no metric of the model is named 'batch_max'" in m]
+    assert len(raw) == 1
+    assert not [m for m in messages if "HookCallback" in m and m not in raw]
+
+
+@pytest.mark.skipif(not KERAS3, reason="Keras 3 counts per-output losses per batch")
+def test_per_output_losses_of_a_multi_output_model_are_batch_values():
+    """A two-output Keras 3 model, ragged last batch: ``out_a_loss:0`` (Keras 3 counts each
+    output's loss once per batch; it was -0.460 where the batch's value is 1.112), the metrics
+    per output and the total loss are Keras's own batch values."""
+    x, y = _data(10)
+
+    def make_model():
+        inputs = keras.Input((2,))
+        model = keras.Model(
+            inputs, {"out_a": _dense(name="out_a")(inputs), "out_b": _dense(name="out_b")(inputs)}
+        )
+        model.compile(
+            keras.optimizers.SGD(0.05),
+            loss={"out_a": "mse", "out_b": "mae"},
+            metrics={"out_a": ["mae"], "out_b": ["mse"]},
+        )
+        return model
+
+    fit_kw = dict(x=x, y={"out_a": y, "out_b": 2 * y}, batch_size=4, epochs=2, shuffle=False)
+    keys = ["loss", "out_a_loss", "out_b_loss", "out_a_mae", "out_b_mse"]
+    native, bridged, messages = _fit_twice(make_model, fit_kw, keys, log_names=keys)
+    _assert_values(native, bridged, keys)
+    assert not [m for m in messages if "HookCallback" in m]
+
+
+# -- item 3: loss:0 read in end(), after the epoch's validation -----------------------------------
+class LossAtEnd(FetchKeys):
+    """Fetches ``loss:0`` every step and reads it once more with ``session.run`` in ``end()``,
+    as a TF1 hook reporting the final loss does."""
+
+    def __init__(self):
+        super().__init__(["loss", "mae"])
+
+    def end(self, session):
+        self.at_end = {k: float(session.run(f"{k}:0")) for k in self.keys}
+
+
+@pytest.mark.parametrize("length", ["known", "unknown"])
+def test_loss_read_in_end_after_validation_is_the_last_batch_value(length):
+    """With validation after every epoch, ``loss:0`` read in ``end()`` is the last training
+    batch's value (natively the loss tensor still holds it), whether Keras knows the epoch's
+    length or not; it was the epoch's mean (the validation had reset Keras's counts)."""
+    x, y = _data(10)
+    if length == "known":
+        data = dict(x=x, y=y, batch_size=4)
+    else:
+        spec = (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None, 1], tf.float32))
+
+        def gen():
+            for i in range(0, 10, 4):
+                yield x[i : i + 4], y[i : i + 4]
+
+        data = dict(x=tf.data.Dataset.from_generator(gen, output_signature=spec))
+
+    def make_model():
+        model = keras.Sequential([keras.Input((2,)), _dense()])
+        model.compile(keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+        return model
+
+    fit_kw = dict(**data, epochs=2, shuffle=False, validation_data=(x[:3], y[:3]))
+    native = KerasBatchValues()
+    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    bridge = hookbridge.HookCallback(lambda: [LossAtEnd()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with bridge:
+            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+    hook = bridge.hooks[0]
+    _assert_values(native.logs, hook.got, ["loss", "mae"])
+    for key in ("loss", "mae"):
+        np.testing.assert_allclose(hook.at_end[key], native.logs[-1][key], rtol=1e-4, atol=1e-5)
+
+
+class FetchWeights(T.SessionRunHook):
+    """Fetches a weight mirror on every other ``before_run``: a real run of the bridge's graph
+    reading no log value (Keras 3 calls ``on_train_batch_begin`` once more at the end of an
+    input of unknown length: here that call fetches nothing)."""
+
+    def begin(self):
+        self.kernel = tf.compat.v1.global_variables()[1]  # model/000/kernel (after the step)
+        self.calls = 0
+
+    def before_run(self, run_context):
+        self.calls += 1
+        return T.SessionRunArgs(self.kernel) if self.calls % 2 == 1 else None
+
+
+class ReadAtEnd(T.SessionRunHook):
+    def end(self, session):
+        self.at_end = {k: float(session.run(f"{k}:0")) for k in ("loss", "mae")}
+
+
+def test_loss_read_only_in_end_with_input_of_unknown_length_is_not_the_epoch_mean():
+    """Only ``end()`` reads ``loss:0``; the input's length is unknown to Keras and ``fit``
+    validates: the value was Keras's epoch mean, silently (the count was read after the
+    validation had reset it). Now the counts are read before the validation; the step before
+    was not prepared, so the value assumes the last batch's size (exact here: batches of 5) and
+    says so at the fetch."""
+    x, y = _data(10)
+    spec = (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None, 1], tf.float32))
+
+    def gen():
+        for i in range(0, 10, 5):
+            yield x[i : i + 5], y[i : i + 5]
+
+    def make_model():
+        model = keras.Sequential([keras.Input((2,)), _dense()])
+        model.compile(keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+        return model
+
+    fit_kw = dict(
+        x=tf.data.Dataset.from_generator(gen, output_signature=spec),
+        epochs=2,
+        validation_data=(x[:3], y[:3]),
+    )
+    native = KerasBatchValues()
+    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    bridge = hookbridge.HookCallback(lambda: [FetchWeights(), ReadAtEnd()])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bridge:
+            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+    at_end = bridge.hooks[1].at_end
+    for key in ("loss", "mae"):
+        np.testing.assert_allclose(at_end[key], native.logs[-1][key], rtol=1e-4, atol=1e-5)
+    assert len([w for w in caught if "did not request it in before_run" in str(w.message)]) == 1
+
+
+# -- item 5: a tensor derived from a log tensor nothing fed ---------------------------------------
+class FetchInPredict(T.SessionRunHook):
+    def __init__(self, derive):
+        self.derive = derive
+
+    def begin(self):
+        loss = tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
+        self.fetch = tf.multiply(loss, 2.0, name="doubled") if self.derive else loss
+
+    def before_run(self, run_context):
+        return T.SessionRunArgs(self.fetch)
+
+
+@pytest.mark.parametrize("derive", [False, True])
+def test_a_tensor_derived_from_loss_raises_in_predict_as_loss_does(derive):
+    """In ``predict`` Keras logs no loss: fetching ``loss:0`` raises the bridge's error; a tensor
+    derived from it (built in ``begin()``) raises the same error, where it evaluated to 0.0
+    (the log tensors' placeholders had a default of 0)."""
+    model = keras.Sequential([keras.Input((2,)), _dense()])
+    model.compile(keras.optimizers.SGD(0.05), loss="mse")
+    bridge = hookbridge.HookCallback(lambda: [FetchInPredict(derive)])
+    with pytest.raises(ValueError, match=r"loss:0 has no value yet: Keras has not logged 'loss'"):
+        with bridge:
+            model.predict(np.zeros((4, 2), "float32"), verbose=0, callbacks=[bridge])

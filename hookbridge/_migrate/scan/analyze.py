@@ -1,23 +1,37 @@
 """The scan's analysis: from parsed modules to findings (by syntax tree only).
 
-Two passes over the parsed modules: the first decides which classes are ``SessionRunHook``
-subclasses and which are Keras ``Callback`` subclasses (through any depth of inheritance, across
-modules); the second classifies every call (a hook constructed, a callback, a training entry
-point) and reads the tensors hooks reference by name.
+Pass 1 (:class:`Classes`) decides which classes are ``SessionRunHook`` subclasses and which are
+Keras ``Callback`` subclasses (through any depth of inheritance, across modules), and finds the
+zero-argument functions that build them. Pass 2 (:class:`ModuleScan`) goes over each module's
+calls (collected by the one walk of :mod:`hookbridge._migrate.scan.modules`, not by walking the
+tree again): it marks where entry points receive hooks and callbacks, then classifies every call
+(a hook constructed, a callback, an entry point), reads the tensors hooks name
+(:mod:`hookbridge._migrate.scan.tensors`) and lists spellings TensorFlow removed.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
-from hookbridge._migrate.scan import catalog
+from hookbridge._migrate.scan import catalog, tensors
 from hookbridge._migrate.scan import findings as f
-from hookbridge._migrate.scan.modules import ClassInfo, ModuleInfo
+from hookbridge._migrate.scan.classes import (
+    Classes,
+    check_action,
+    display,
+    is_keras_callback_path,
+    is_tf,
+    is_tpu,
+    last_name,
+    root_name,
+)
+from hookbridge._migrate.scan.modules import Call, ModuleInfo
 
-_HOOK_BASE = "SessionRunHook"
-_CALLBACK_BASE = "Callback"
 _ESTIMATOR_METHODS = ("train", "evaluate", "predict")
+_KERAS_METHODS = frozenset(
+    {"fit", "evaluate", "predict", "fit_generator", "evaluate_generator", "predict_generator"}
+)
 #: Entry points whose hook arguments are counted, not taken as hook positions: the hooks of
 #: ``hookbridge.estimator_hooks(hooks=...)`` already run under the HookCallback around it.
 _COUNTED_ONLY = frozenset({"estimator_hooks"})
@@ -29,168 +43,97 @@ _TENSOR_ARGS = {
 }
 
 
-def _root(qualified: str | None) -> str:
-    return qualified.split(".")[0] if qualified else ""
-
-
-def _last(qualified: str | None) -> str:
-    return qualified.rsplit(".", 1)[-1] if qualified else ""
-
-
-def _is_tf(qualified: str | None) -> bool:
-    return _root(qualified) in catalog.TF_ROOTS
-
-
-def _is_keras_callback_path(qualified: str | None) -> bool:
-    return _is_tf(qualified) and "callbacks" in qualified.split(".")[:-1]
-
-
-class Classes:
-    """Which scanned classes are hooks and which are Keras callbacks (pass 1)."""
-
-    def __init__(self, modules: Iterable[ModuleInfo]) -> None:
-        self.by_qualname: dict[str, ClassInfo] = {}
-        self.by_name: dict[str, list[ClassInfo]] = {}
-        for module in modules:
-            for cls in module.classes.values():
-                self.by_qualname[cls.qualname] = cls
-                self.by_name.setdefault(cls.name, []).append(cls)
-        self.hooks = self._closure(self._is_hook_base)
-        self.callbacks = self._closure(self._is_callback_base)
-
-    def resolve(self, qualified: str | None) -> ClassInfo | None:
-        """The scanned class a qualified name denotes (by import path, else by unique name)."""
-        if not qualified:
-            return None
-        if qualified in self.by_qualname:
-            return self.by_qualname[qualified]
-        if _is_tf(qualified):
-            return None
-        same_name = self.by_name.get(_last(qualified), [])
-        return same_name[0] if len(same_name) == 1 else None
-
-    @staticmethod
-    def _is_hook_base(base: str) -> bool:
-        last = _last(base)
-        if _is_tf(base) and (last == _HOOK_BASE or last in catalog.known_names("hook")):
-            return True
-        return _root(base) == "hookbridge" and last in catalog.HOOKBRIDGE_HOOKS
-
-    @staticmethod
-    def _is_callback_base(base: str) -> bool:
-        return _is_keras_callback_path(base)
-
-    def _closure(self, is_base) -> dict[str, ClassInfo]:
-        found: dict[str, ClassInfo] = {}
-        changed = True
-        while changed:
-            changed = False
-            for cls in self.by_qualname.values():
-                if cls.qualname in found:
-                    continue
-                for base in cls.bases:
-                    parent = self.resolve(base)
-                    if is_base(base) or (parent is not None and parent.qualname in found):
-                        found[cls.qualname] = cls
-                        changed = True
-                        break
-        return found
-
-    def base_description(self, cls: ClassInfo) -> str:
-        for base in cls.bases:
-            parent = self.resolve(base)
-            if parent is not None:
-                return f"subclass of {parent.name} ({parent.module.path}:{parent.node.lineno})"
-            if base:
-                return f"subclass of {_last(base)}"
-        return "subclass"
-
-    def needs_arguments(self, cls: ClassInfo) -> bool:
-        """Whether constructing ``cls`` needs arguments (its own or a scanned parent's __init__)."""
-        seen: set[str] = set()
-        current: ClassInfo | None = cls
-        while current is not None and current.qualname not in seen:
-            seen.add(current.qualname)
-            needs = current.init_needs_arguments()
-            if needs is not None:
-                return needs
-            parents = [self.resolve(b) for b in current.bases]
-            scanned = [p for p in parents if p is not None]
-            if not scanned:  # inherits a built-in __init__: SessionRunHook/Callback take none
-                return any(_last(b) not in (_HOOK_BASE, _CALLBACK_BASE) for b in current.bases)
-            current = scanned[0]
-        return False
-
-
-def check_action(classes: Classes, cls: ClassInfo, callback: bool) -> str:
-    """The ``hookbridge check`` command for a scanned hook or callback class."""
-    flag = "--callback " if callback else ""
-    target = f"{cls.module.module}:{cls.name}"
-    if classes.needs_arguments(cls):
-        return (
-            f"hookbridge check {flag}{cls.module.module}:<factory> (a zero-argument function "
-            f"returning {cls.name}(...): its constructor needs arguments)"
-        )
-    return f"hookbridge check {flag}{target}"
-
-
 class ModuleScan:
     """Pass 2 over one module: every finding in it."""
 
-    def __init__(self, module: ModuleInfo, classes: Classes) -> None:
+    def __init__(self, module: ModuleInfo, classes: Classes, graph_mode: bool = False) -> None:
         self.m = module
         self.classes = classes
+        self.graph_mode = graph_mode
         self.out: list[f.Finding] = []
         self._seen: set[tuple[int, str, str]] = set()
-        self.hook_positions: set[int] = set()
-        self.callback_positions: set[int] = set()
+        self.hook_positions: dict[int, str] = {}  # id(call) -> the entry it is passed to
+        self.callback_positions: dict[int, str] = {}
+        self.fit_callbacks: dict[int, str] = {}  # in a graph-mode tf.keras fit
         self.native_callbacks: set[int] = set()
-        self.tensor_scopes: list[ast.AST] = []
-        self.estimator_vars: set[str] = set()
+        self.tensor_scopes: set[int] = set()  # hook classes, HookCallback hooks callables
+        self.factory_scopes: set[int] = set()
+        self.hook_lines: set[int] = set()  # lines whose hook row carries a removed spelling
         self._pending_callbacks: list[tuple[ast.Call | None, f.Finding]] = []
+        self.estimator_vars = {
+            name
+            for name, call in module.call_assignments
+            if self._is_estimator(module.qualify(call.func))
+        }
 
     def run(self) -> list[f.Finding]:
-        self._find_estimator_variables()
-        self._mark_positions()
+        # Most calls (len(x), tf.reduce_mean(...)) cannot be anything the scan reports: a call
+        # is looked at only when its last name may be (or it is passed where hooks go).
+        names = self.classes.relevant_names
+        calls = []
+        for call in self.m.calls:
+            func = call.node.func
+            last = func.attr if func.__class__ is ast.Attribute else getattr(func, "id", "")
+            if last in names or last.endswith("Hook") or call.node.keywords:
+                calls.append(call)
+        kinds: dict[int, str] = {}
+        for call in calls:
+            kind = self._entry_kind(call.node)
+            if kind is not None:
+                kinds[id(call.node)] = kind
+            self._mark(call, kind)
         self._report_classes()
-        for node in ast.walk(self.m.tree):
-            if isinstance(node, ast.Call):
-                self._classify_call(node)
-        for scope in self.tensor_scopes:
-            self._scan_tensor_references(scope)
+        looked_at = {id(call.node) for call in calls}
+        positions = self.hook_positions.keys() | self.callback_positions.keys()
+        for call in self.m.calls:
+            key = id(call.node)
+            kind = kinds.get(key)
+            if kind is not None:
+                self._add_entry(call, kind)
+            elif key in looked_at or key in positions:
+                self._classify_call(call)
+        if self.tensor_scopes:
+            for call in self.m.calls:
+                if any(id(s) in self.tensor_scopes for s in call.scopes):
+                    self._scan_tensor_reference(call)
+        self._spellings()
         self._emit_callbacks()
         return self.out
 
     # -------------------------------------------------------------------------- helpers
-    def _add(self, node: ast.AST, kind: str, name: str, bridged: catalog.Bridged) -> None:
+    def _add(
+        self, node: ast.AST, kind: str, name: str, bridged: catalog.Bridged, entry: str = ""
+    ) -> None:
         line = getattr(node, "lineno", 1)
         key = (line, kind, name)
         if key in self._seen:
             return
         self._seen.add(key)
         self.out.append(
-            f.Finding(self.m.path, line, kind, name, bridged.status, bridged.detail, bridged.action)
+            f.Finding(
+                self.m.path, line, kind, name, bridged.status, bridged.detail, bridged.action, entry
+            )
         )
 
-    def _find_estimator_variables(self) -> None:
-        for node in ast.walk(self.m.tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                last = _last(self.m.qualify(node.value.func))
-                if last == "Estimator" or last in catalog.CANNED_ESTIMATORS:
-                    for target in node.targets:
-                        if isinstance(target, ast.Name):
-                            self.estimator_vars.add(target.id)
-                        elif isinstance(target, ast.Attribute):
-                            self.estimator_vars.add(target.attr)
+    @staticmethod
+    def _is_estimator(qualified: str | None) -> bool:
+        last = last_name(qualified)
+        return (
+            last in catalog.ESTIMATOR_CLASSES and (is_tf(qualified) or is_tpu(qualified))
+        ) or (last in catalog.CANNED_ESTIMATORS and is_tf(qualified))
 
     def _entry_kind(self, call: ast.Call) -> str | None:
         """The entry-point key of a call (``Estimator``, ``train``, ...), else None."""
         qualified = self.m.qualify(call.func)
-        last = _last(qualified)
-        if (_is_tf(qualified) or _root(qualified) == "hookbridge") and (
-            last in catalog.ENTRY_POINTS or last in catalog.CANNED_ESTIMATORS
+        last = last_name(qualified)
+        if is_tpu(qualified):
+            return last
+        if (
+            (is_tf(qualified) or root_name(qualified) == "hookbridge")
+            and (last in catalog.ENTRY_POINTS or last in catalog.CANNED_ESTIMATORS)
+            and last != "RunConfig"  # only a TPU RunConfig is listed (iterations_per_loop)
         ):
-            return "Estimator" if last in catalog.CANNED_ESTIMATORS else last
+            return last
         if isinstance(call.func, ast.Attribute) and call.func.attr in _ESTIMATOR_METHODS:
             has_hooks = any(k.arg == "hooks" for k in call.keywords)
             if has_hooks or self._receiver(call) in self.estimator_vars:
@@ -208,7 +151,8 @@ class ModuleScan:
             return value.attr
         return ""
 
-    def _argument(self, call: ast.Call, keyword: str, index: int | None) -> ast.AST | None:
+    @staticmethod
+    def _argument(call: ast.Call, keyword: str, index: int | None) -> ast.AST | None:
         for k in call.keywords:
             if k.arg == keyword:
                 return k.value
@@ -220,46 +164,102 @@ class ModuleScan:
             return call.args[index]
         return None
 
-    @staticmethod
-    def _elements(node: ast.AST | None) -> list[ast.AST]:
+    def _elements(self, node: ast.AST | None, scopes: tuple[ast.AST, ...], depth: int = 0):
+        """The elements of a list of hooks (or callbacks), following names to their values."""
+        if node is None or depth > 4:
+            return []
+        if isinstance(node, ast.Name):
+            value = self.m.binding(scopes, node.id)
+            if isinstance(value, ast.Call):
+                return [value]
+            return self._elements(value, scopes, depth + 1) if value is not None else []
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            return list(node.elts)
+            out = []
+            for element in node.elts:
+                if isinstance(element, ast.Name):
+                    value = self.m.binding(scopes, element.id)
+                    out.append(value if isinstance(value, ast.Call) else element)
+                else:
+                    out.append(element)
+            return out
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            return ModuleScan._elements(node.left) + ModuleScan._elements(node.right)
+            return self._elements(node.left, scopes, depth + 1) + self._elements(
+                node.right, scopes, depth + 1
+            )
         if isinstance(node, ast.ListComp):
             return [node.elt]
         return []
 
-    def _mark_positions(self) -> None:
-        for node in ast.walk(self.m.tree):
-            if not isinstance(node, ast.Call):
-                continue
-            kind = self._entry_kind(node)
-            for keyword, index in catalog.HOOK_ARGUMENTS.get(kind or "", {}).items():
-                if kind in _COUNTED_ONLY:
-                    continue
-                if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
-                    index = None  # positional hooks only on a known Estimator (not model.predict)
-                value = self._argument(node, keyword, index)
-                for element in self._elements(value):
-                    if isinstance(element, ast.Call):
-                        self.hook_positions.add(id(element))
-                if kind == "HookCallback" and value is not None:
-                    self._add_factory_scope(value)
-            for keyword, index in catalog.CALLBACK_ARGUMENTS.get(kind or "", {}).items():
-                for element in self._elements(self._argument(node, keyword, index)):
-                    self.callback_positions.add(id(element))
-            if kind is None:
-                for k in node.keywords:
-                    if k.arg == "callbacks":
-                        self.native_callbacks.update(id(n) for n in ast.walk(k.value))
+    def _entry_label(self, call: ast.Call, keyword: str, kind: str) -> str:
+        destination = catalog.DESTINATIONS.get(keyword) or catalog.DESTINATION_BY_ENTRY.get(
+            kind, "fit"
+        )
+        return f"{self.m.path}:{call.lineno} {ast.unparse(call.func)}: {keyword} -> {destination}"
 
-    def _add_factory_scope(self, value: ast.AST) -> None:
+    def _mark(self, call: Call, kind: str | None) -> None:
+        node = call.node
+        if kind is None:
+            self._mark_native(call)
+            return
+        for keyword, index in catalog.HOOK_ARGUMENTS.get(kind, {}).items():
+            if kind in _COUNTED_ONLY:
+                continue
+            if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
+                index = None  # positional hooks only on a known Estimator (not model.predict)
+            value = self._argument(node, keyword, index)
+            label = self._entry_label(node, keyword, kind)
+            for element in self._elements(value, call.scopes):
+                if isinstance(element, ast.Call):
+                    self.hook_positions.setdefault(id(element), label)
+            if kind == "HookCallback" and value is not None:
+                self._add_factory_scope(value, call.scopes)
+        for keyword, index in catalog.CALLBACK_ARGUMENTS.get(kind, {}).items():
+            label = self._entry_label(node, keyword, kind)
+            for element in self._elements(self._argument(node, keyword, index), call.scopes):
+                self.callback_positions.setdefault(id(element), label)
+
+    def _mark_native(self, call: Call) -> None:
+        node = call.node
+        for k in node.keywords:
+            if k.arg != "callbacks":
+                continue
+            graph_fit = (
+                self.graph_mode
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _KERAS_METHODS
+            )
+            elements = self._elements(k.value, call.scopes)
+            if graph_fit:
+                label = f"{self.m.path}:{node.lineno} {ast.unparse(node.func)}: callbacks -> fit"
+                for element in elements:
+                    self.fit_callbacks.setdefault(id(element), label)
+                self._add(
+                    node,
+                    f.ENTRY,
+                    ast.unparse(node.func),
+                    catalog.Bridged(
+                        f.ENTRY_POINT,
+                        "a graph-mode tf.keras "
+                        f"{node.func.attr} (eager execution is disabled): in TF 2 it runs "
+                        "eagerly (Keras 3 cannot run graph mode; tf_keras can); its callbacks "
+                        f"stay native Keras callbacks (callbacks: {len(elements)})",
+                    ),
+                )
+            self.native_callbacks.update(id(n) for n in elements)
+            self.native_callbacks.update(id(n) for n in ast.walk(k.value))
+
+    def _add_factory_scope(self, value: ast.AST, scopes: tuple[ast.AST, ...]) -> None:
         """The hooks callable given to HookCallback: it builds hooks on the bridge's graph."""
         if isinstance(value, ast.Lambda):
-            self.tensor_scopes.append(value.body)
-        elif isinstance(value, ast.Name) and value.id in self.m.functions:
-            self.tensor_scopes.append(self.m.functions[value.id])
+            target = value
+        elif isinstance(value, ast.Name):
+            target = self.m.binding(scopes, value.id)
+            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return
+        else:
+            return
+        self.tensor_scopes.add(id(target))
+        self.factory_scopes.add(id(target))
 
     # -------------------------------------------------------------------------- classes
     def _report_classes(self) -> None:
@@ -276,7 +276,7 @@ class ModuleScan:
                         check_action(self.classes, cls, callback=False),
                     ),
                 )
-                self.tensor_scopes.append(cls.node)
+                self.tensor_scopes.add(id(cls.node))
             elif cls.qualname in self.classes.callbacks:
                 finding = f.Finding(
                     self.m.path,
@@ -290,21 +290,33 @@ class ModuleScan:
                 self._pending_callbacks.append((None, finding))
 
     # -------------------------------------------------------------------------- calls
-    def _classify_call(self, call: ast.Call) -> None:
-        qualified = self.m.qualify(call.func)
-        last = _last(qualified)
-        kind = self._entry_kind(call)
-        if kind is not None:
-            self._add_entry(call, kind)
-            return
-        if (_is_tf(qualified) or _root(qualified) == "hookbridge") and self._classify_builtin(
+    def _classify_call(self, call: Call) -> None:
+        node = call.node
+        qualified = self.m.qualify(node.func)
+        last = last_name(qualified)
+        entry = self.hook_positions.get(id(node), "")
+        if (is_tf(qualified) or root_name(qualified) == "hookbridge") and self._classify_builtin(
             call, qualified, last
         ):
             return
         cls = self.classes.resolve(qualified)
-        if cls is not None and cls.qualname in self.classes.hooks:
+        factory = self.classes.built_by.get(qualified or "")
+        if cls is None and factory is not None and factory.qualname in self.classes.hooks:
             self._add(
-                call,
+                node,
+                f.HOOK,
+                factory.name,
+                catalog.Bridged(
+                    f.CUSTOM,
+                    f"custom hook built by {last_name(qualified)}(), defined at "
+                    f"{factory.module.path}:{factory.node.lineno}",
+                    check_action(self.classes, factory, callback=False),
+                ),
+                entry,
+            )
+        elif cls is not None and cls.qualname in self.classes.hooks:
+            self._add(
+                node,
                 f.HOOK,
                 cls.name,
                 catalog.Bridged(
@@ -312,10 +324,11 @@ class ModuleScan:
                     f"custom hook, defined at {cls.module.path}:{cls.node.lineno}",
                     check_action(self.classes, cls, callback=False),
                 ),
+                entry,
             )
         elif cls is not None and cls.qualname in self.classes.callbacks:
             self._defer_callback(
-                call,
+                node,
                 cls.name,
                 catalog.Bridged(
                     f.CUSTOM,
@@ -323,10 +336,10 @@ class ModuleScan:
                     check_action(self.classes, cls, callback=True),
                 ),
             )
-        elif id(call) in self.hook_positions and cls is None:
-            name = ast.unparse(call.func)
+        elif id(node) in self.hook_positions and cls is None:
+            name = ast.unparse(node.func)
             self._add(
-                call,
+                node,
                 f.HOOK,
                 name,
                 catalog.Bridged(
@@ -334,11 +347,12 @@ class ModuleScan:
                     f"a hook defined outside the scanned code ({qualified or name})",
                     "hookbridge check MODULE:FACTORY (a zero-argument function returning it)",
                 ),
+                entry,
             )
-        elif id(call) in self.callback_positions and cls is None:
+        elif id(node) in self.callback_positions and cls is None:
             self._defer_callback(
-                call,
-                ast.unparse(call.func),
+                node,
+                ast.unparse(node.func),
                 catalog.Bridged(
                     f.CUSTOM,
                     f"a callback defined outside the scanned code ({qualified})",
@@ -346,109 +360,197 @@ class ModuleScan:
                 ),
             )
 
-    def _classify_builtin(self, call: ast.Call, qualified: str, last: str) -> bool:
+    def _classify_builtin(self, call: Call, qualified: str, last: str) -> bool:
+        node = call.node
+        entry = self.hook_positions.get(id(node), "")
         if ".contrib." in f"{qualified}." and (
-            last.endswith("Hook") or id(call) in self.hook_positions
+            last.endswith("Hook") or id(node) in self.hook_positions
         ):
-            self._add(call, f.HOOK, last, catalog.Bridged(f.UNSUPPORTED, catalog.CONTRIB_REASON))
+            self._add(
+                node, f.HOOK, last, catalog.Bridged(f.UNSUPPORTED, catalog.CONTRIB_REASON), entry
+            )
+            self.hook_lines.add(node.lineno)
             return True
-        if _is_keras_callback_path(qualified):
-            if last == "TensorBoard" and ".compat.v1." in qualified:
+        if is_keras_callback_path(qualified):
+            if last == "TensorBoard" and ".compat.v1." in qualified and id(node) not in (
+                self.fit_callbacks
+            ):
                 self._defer_callback(
-                    call, last, catalog.Bridged(f.UNSUPPORTED, catalog.V1_TENSORBOARD_REASON)
+                    node, last, catalog.Bridged(f.UNSUPPORTED, catalog.V1_TENSORBOARD_REASON)
                 )
                 return True
+            if id(node) in self.fit_callbacks:
+                self._defer_callback(node, last, _fit_callback_status(last))
+                return True
             if last in catalog.known_names("callback"):
-                self._defer_callback(call, last, catalog.builtin_status("callback", last))
+                self._defer_callback(node, last, catalog.builtin_status("callback", last))
                 return True
             return False
         is_hook = (
             last in catalog.known_names("hook")
-            or last in catalog.UNSUPPORTED_HOOKS
-            or (_root(qualified) == "hookbridge" and last in catalog.HOOKBRIDGE_HOOKS)
+            or last in catalog.KNOWN_HOOKS
+            or (root_name(qualified) == "hookbridge" and last in catalog.HOOKBRIDGE_HOOKS)
         )
         if not is_hook:
             return False
-        self._add(call, f.HOOK, last, catalog.builtin_status("hook", last))
+        bridged = catalog.builtin_status("hook", last)
+        gone = catalog.removed(qualified)
+        if gone is not None:
+            spelling, replacement = gone
+            self.hook_lines.add(node.lineno)
+            bridged = catalog.Bridged(
+                f.REMOVED_API,
+                f"{display(spelling)} does not import on TF >= 2.16; {bridged.status} as a "
+                f"hook: {bridged.detail}",
+                replacement.split(": ", 1)[-1],
+            )
+        self._add(node, f.HOOK, last, bridged, entry)
         self._tensor_arguments(call, last)
         return True
 
-    def _defer_callback(self, call: ast.Call, name: str, bridged: catalog.Bridged) -> None:
+    def _defer_callback(self, node: ast.Call, name: str, bridged: catalog.Bridged) -> None:
+        entry = self.callback_positions.get(id(node)) or self.fit_callbacks.get(id(node), "")
         finding = f.Finding(
             self.m.path,
-            call.lineno,
+            node.lineno,
             f.CALLBACK,
             name,
             bridged.status,
             bridged.detail,
             bridged.action,
+            entry,
         )
-        self._pending_callbacks.append((call, finding))
+        self._pending_callbacks.append((node, finding))
 
     def _emit_callbacks(self) -> None:
-        """Keras callbacks count where they run in TF1 code: in CallbackHook, or a TF1 module."""
+        """Keras callbacks count where they run in TF1 code: in CallbackHook, in a graph-mode
+        fit, or in a TF1 module (not passed to a native Keras fit)."""
         tf1_module = any(x.kind in (f.ENTRY, f.HOOK, f.HOOK_CLASS) for x in self.out)
         for call, finding in self._pending_callbacks:
-            in_callback_hook = call is not None and id(call) in self.callback_positions
+            in_tf1 = call is not None and (
+                id(call) in self.callback_positions or id(call) in self.fit_callbacks
+            )
             native = call is not None and id(call) in self.native_callbacks
-            if in_callback_hook or (tf1_module and not native):
+            if in_tf1 or (tf1_module and not native):
                 key = (finding.line, finding.kind, finding.name)
                 if key not in self._seen:
                     self._seen.add(key)
                     self.out.append(finding)
 
-    def _add_entry(self, call: ast.Call, kind: str) -> None:
+    def _add_entry(self, call: Call, kind: str) -> None:
+        node = call.node
         counts = []
         for keyword, index in catalog.HOOK_ARGUMENTS.get(kind, {}).items():
-            if kind in _ESTIMATOR_METHODS and self._receiver(call) not in self.estimator_vars:
+            if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
                 index = None
-            value = self._argument(call, keyword, index)
+            value = self._argument(node, keyword, index)
             if value is None:
                 continue
-            elements = self._elements(value)
+            elements = self._elements(value, call.scopes)
             counts.append(
                 f"{keyword}: {len(elements)}"
                 if elements or isinstance(value, ast.List)
                 else f"{keyword}: {ast.unparse(value)}"
             )
-        what = catalog.ENTRY_POINTS.get(kind) or (
-            f"Estimator.{kind}: its hooks go to Keras "
-            + {"train": "fit", "evaluate": "evaluate", "predict": "predict"}[kind]
-            + " in a HookCallback"
-        )
+        if kind == "TPUEstimatorSpec" and any(k.arg == "scaffold_fn" for k in node.keywords):
+            counts.append(
+                "scaffold_fn: its init_fn (a warm start from a checkpoint) becomes "
+                "hookbridge.restore_checkpoint or HookCallback(scaffold=...)"
+            )
+        status = f.ENTRY_POINT
+        if kind in catalog.CANNED_ESTIMATORS:
+            what = catalog.CANNED_NEEDS
+            if kind.startswith("BoostedTrees"):
+                status, what = f.UNSUPPORTED, catalog.BOOSTED_TREES_REASON
+        else:
+            what = catalog.ENTRY_POINTS.get(kind) or (
+                f"Estimator.{kind}: its hooks go to Keras "
+                + {"train": "fit", "evaluate": "evaluate", "predict": "predict"}[kind]
+                + " in a HookCallback"
+            )
         detail = what + (f" ({'; '.join(counts)})" if counts else "")
-        self._add(call, f.ENTRY, ast.unparse(call.func), catalog.Bridged(f.ENTRY_POINT, detail))
+        self._add(node, f.ENTRY, ast.unparse(node.func), catalog.Bridged(status, detail))
+
+    # -------------------------------------------------------------------------- spellings
+    def _spellings(self) -> None:
+        """One row per removed spelling per file (first line; every line in the detail)."""
+        aliases = self.m.aliases
+        lines: dict[str, list[int]] = {}
+        replacements: dict[str, str] = {}
+        shown: dict[str, str] = {}
+        found = [(line, name, None) for line, name in self.m.imports]
+        for line, raw in self.m.dotted:
+            root, _, rest = raw.partition(".")
+            found.append((line, f"{aliases.get(root, root)}.{rest}", raw))
+        for line, qualified, raw in found:
+            gone = catalog.removed(qualified)
+            if gone is None or line in self.hook_lines:
+                continue
+            spelling, replacement = gone
+            at = lines.setdefault(spelling, [])
+            if line not in at:
+                at.append(line)
+            replacements[spelling] = replacement
+            if raw is not None and spelling not in shown:  # as written: tf.estimator.ModeKeys
+                cut = qualified.count(".") - spelling.count(".")
+                shown[spelling] = ".".join(raw.split(".")[: raw.count(".") + 1 - cut])
+        for spelling, at in lines.items():
+            at.sort()
+            uses = f" ({len(at)} uses: lines {', '.join(map(str, at))})" if len(at) > 1 else ""
+            why, _, what = replacements[spelling].partition(": ")
+            self._add(
+                _Line(at[0]),
+                f.SPELLING,
+                shown.get(spelling) or display(spelling),
+                catalog.Bridged(f.REMOVED_API, f"{why}{uses}", what),
+            )
 
     # -------------------------------------------------------------------------- tensors
-    def _tensor_arguments(self, call: ast.Call, last: str) -> None:
+    def _tensor_arguments(self, call: Call, last: str) -> None:
         if last not in _TENSOR_ARGS:
             return
         index, keyword = _TENSOR_ARGS[last]
-        value = self._argument(call, keyword, index)
-        for node, name in _strings(value):
-            self._add(node, f.TENSOR, repr(name), catalog.tensor_status(name))
+        value = self._argument(call.node, keyword, index)
+        bridge_graph = any(id(s) in self.factory_scopes for s in call.scopes)
+        for leaf in tensors.resolve(self.m, call.scopes, value, bridge_graph):
+            self._add(leaf.node, f.TENSOR, leaf.label, leaf.bridged)
 
-    def _scan_tensor_references(self, scope: ast.AST) -> None:
-        for node in ast.walk(scope):
-            if not isinstance(node, ast.Call):
-                continue
-            attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-            last = _last(self.m.qualify(node.func)) or attr
-            first = node.args[0] if node.args else None
-            if attr in catalog.BY_NAME_METHODS and isinstance(first, ast.Constant):
-                if isinstance(first.value, str):
-                    self._add(node, f.TENSOR, repr(first.value), catalog.tensor_status(first.value))
-            elif last in catalog.COLLECTION_METHODS and first is not None:
-                name = _collection_name(first)
-                if name is not None:
-                    self._add(
-                        node, f.TENSOR, f"collection {name!r}", catalog.collection_status(name)
-                    )
-            elif last == "SessionRunArgs" and first is not None:
-                for sub, name in _strings(first):
-                    self._add(sub, f.TENSOR, repr(name), catalog.tensor_status(name))
-            elif last in _TENSOR_ARGS:
-                self._tensor_arguments(node, last)
+    def _scan_tensor_reference(self, call: Call) -> None:
+        node = call.node
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        last = last_name(self.m.qualify(node.func)) or attr
+        first = node.args[0] if node.args else None
+        if attr in catalog.BY_NAME_METHODS and isinstance(first, ast.Constant):
+            if isinstance(first.value, str):
+                self._add(node, f.TENSOR, repr(first.value), catalog.tensor_status(first.value))
+        elif last in catalog.COLLECTION_METHODS and first is not None:
+            name = _collection_name(first)
+            if name is not None:
+                self._add(node, f.TENSOR, f"collection {name!r}", catalog.collection_status(name))
+        elif last == "SessionRunArgs" and first is not None:
+            for sub, name in _strings(first):
+                self._add(sub, f.TENSOR, repr(name), catalog.tensor_status(name))
+
+
+class _Line:
+    """A stand-in node carrying only a line number."""
+
+    def __init__(self, lineno: int) -> None:
+        self.lineno = lineno
+
+
+def _fit_callback_status(name: str) -> catalog.Bridged:
+    if name in catalog.known_names("callback"):
+        return catalog.Bridged(
+            f.CONFORMS,
+            "a built-in Keras callback in a graph-mode tf.keras fit: it stays a native "
+            "callback of fit when fit runs eagerly; no bridge involved",
+        )
+    return catalog.Bridged(
+        f.UNVERIFIED,
+        "a Keras callback in a graph-mode tf.keras fit that the conformance results do not list",
+        "run the fit eagerly and compare what the callback logs and writes with the graph-mode run",
+    )
 
 
 def _overrides(node: ast.ClassDef) -> list[str]:

@@ -2,9 +2,9 @@
 
 The status of a built-in hook or callback comes from the conformance results the test suite
 writes on each stack into the package data ``hookbridge/data/conformance/*.json``: one copy, which
-the suite compares its runs with and ``HOOKBRIDGE_UPDATE_RESULTS=1`` rewrites. Only what those
-results cannot say (hooks the suite cannot run at all, removed TF modules) is written here, with
-the reason.
+the suite compares its runs with and ``HOOKBRIDGE_UPDATE_RESULTS=1`` rewrites: a hook or callback
+without a measured result is ``unverified``, never ``conforms``. What is written here is about
+names, not behaviour: which modules TensorFlow removed, which names are entry points.
 """
 
 from __future__ import annotations
@@ -21,33 +21,21 @@ RESULTS_PACKAGE_DIR: Final = "data/conformance"
 #: Top-level modules whose names are TensorFlow's or Keras's.
 TF_ROOTS: Final = frozenset({"tensorflow", "keras", "tf_keras", "tensorflow_estimator"})
 
-#: Built-in hooks the bridge cannot run, and why (beyond what the results record).
-UNSUPPORTED_HOOKS: Final = {
-    "InMemoryEvaluatorHook": (
-        "it evaluates an Estimator in-process: there is no Estimator under Keras fit; "
-        "pass validation_data to fit (or a HookCallback to model.evaluate) instead"
-    ),
-    **{
-        name: (
-            "it reads the event files an Estimator's evaluate() writes (estimator.eval_dir()) "
-            "and needs the Estimator; in fit use keras.callbacks.EarlyStopping on a val_ metric"
-        )
-        for name in (
-            "make_early_stopping_hook",
-            "stop_if_higher_hook",
-            "stop_if_lower_hook",
-            "stop_if_no_increase_hook",
-            "stop_if_no_decrease_hook",
-        )
-    },
-    **{
-        name: (
-            "tfdbg v1 hooks wrap the session of the model's graph; under the bridge they would "
-            "debug only the bridge's graph; use tf.debugging.experimental.enable_dump_debug_info"
-        )
-        for name in ("LocalCLIDebugHook", "DumpingDebugHook", "TensorBoardDebugHook")
-    },
-}
+#: TF and tensorflow-estimator hooks the scan recognises by name besides those the conformance
+#: results list. Names only: their status comes from the results (none: ``unverified``).
+KNOWN_HOOKS: Final = frozenset(
+    {
+        "InMemoryEvaluatorHook",
+        "make_early_stopping_hook",
+        "stop_if_higher_hook",
+        "stop_if_lower_hook",
+        "stop_if_no_increase_hook",
+        "stop_if_no_decrease_hook",
+        "LocalCLIDebugHook",
+        "DumpingDebugHook",
+        "TensorBoardDebugHook",
+    }
+)
 V1_TENSORBOARD_REASON: Final = (
     "the graph-mode (v1) TensorBoard class needs a Keras model: CallbackHook refuses it; use "
     "tf.keras.callbacks.TensorBoard built outside `with graph.as_default()`"
@@ -73,6 +61,18 @@ ENTRY_POINTS: Final = {
         "LoggingTensorHook, StepCounterHook, SummarySaverHook and CheckpointSaverHook"
     ),
     "EstimatorSpec": "model_fn's hooks: training hooks go to fit, evaluation hooks to evaluate",
+    "TPUEstimator": (
+        "a TPUEstimator: model_fn becomes a Keras model trained with fit (under TPUStrategy on "
+        "TPUs); TPUEstimator.train also added the Estimator's hooks (see Estimator)"
+    ),
+    "TPUEstimatorSpec": (
+        "model_fn's hooks on TPU: training hooks go to fit, evaluation hooks to evaluate, "
+        "prediction hooks to predict"
+    ),
+    "RunConfig": (
+        "a TPU RunConfig: iterations_per_loop becomes fit(steps_per_execution=...); its "
+        "checkpoint and summary settings go to hookbridge.estimator_hooks"
+    ),
     "TrainSpec": "train_and_evaluate's training hooks: they go to fit",
     "EvalSpec": "train_and_evaluate's evaluation hooks: they go to evaluate",
     "train_and_evaluate": "fit(validation_data=...) with HookCallback for the training hooks",
@@ -116,6 +116,11 @@ HOOK_ARGUMENTS: Final = {
         "evaluation_hooks": None,
         "prediction_hooks": None,
     },
+    "TPUEstimatorSpec": {
+        "training_hooks": None,
+        "evaluation_hooks": None,
+        "prediction_hooks": None,
+    },
     "TrainSpec": {"hooks": 2},
     "EvalSpec": {"hooks": 3},
     "HookCallback": {"hooks": 0},
@@ -126,11 +131,120 @@ HOOK_ARGUMENTS: Final = {
 }
 CALLBACK_ARGUMENTS: Final = {"CallbackHook": {"callbacks": 0}}
 
+#: Where hooks passed to an entry point's argument run after the migration.
+DESTINATIONS: Final = {
+    "training_hooks": "fit",
+    "training_chief_hooks": "fit",
+    "evaluation_hooks": "evaluate",
+    "prediction_hooks": "predict",
+    "chief_only_hooks": "fit",
+}
+DESTINATION_BY_ENTRY: Final = {
+    "evaluate": "evaluate",
+    "predict": "predict",
+    "EvalSpec": "evaluate",
+    "HookCallback": "Keras (already under HookCallback)",
+    "CallbackHook": "the TF1 loop (CallbackHook)",
+}
+
+#: TPU names recognised wherever they come from (tf.contrib.tpu, tf.compat.v1.estimator.tpu,
+#: tf.estimator.tpu, tensor2tensor's ``contrib.tpu()``): by name under a ``tpu`` module.
+TPU_ENTRIES: Final = frozenset({"TPUEstimator", "TPUEstimatorSpec", "RunConfig"})
+#: Estimators whose object's train/evaluate/predict are entry points.
+ESTIMATOR_CLASSES: Final = frozenset({"Estimator", "TPUEstimator"})
+
+#: What a canned Estimator needs to move to Keras (issue 28).
+CANNED_NEEDS: Final = (
+    "a canned Estimator: its model moves to Keras with the Keras twin builder (hookbridge, "
+    "issue 28); its hooks go to fit"
+)
+BOOSTED_TREES_REASON: Final = (
+    "BoostedTrees Estimators have no Keras twin (gradient-boosted trees are not a Keras "
+    "model): the bridge cannot carry them; TensorFlow Decision Forests is their successor"
+)
+
+#: TensorFlow spellings that no longer import, by qualified prefix: (since, what removed them).
+REMOVED_PREFIXES: Final = {
+    "tensorflow.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
+    "tensorflow.compat.v1.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
+    "tensorflow.compat.v2.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
+    "tensorflow_estimator.": ("TF 2.16", "tensorflow-estimator stops at 2.15"),
+    "tensorflow.contrib.": ("TF 2.0", "tf.contrib was removed in TF 2.0"),
+}
+#: Names tf.compat.v1.train has under the same name (tests/test_scan.py checks each exists).
+V1_TRAIN_NAMES: Final = frozenset(
+    {
+        "SessionRunHook",
+        "SessionRunArgs",
+        "SessionRunContext",
+        "SessionRunValues",
+        "CheckpointSaverHook",
+        "CheckpointSaverListener",
+        "FeedFnHook",
+        "FinalOpsHook",
+        "GlobalStepWaiterHook",
+        "LoggingTensorHook",
+        "NanLossDuringTrainingError",
+        "NanTensorHook",
+        "ProfilerHook",
+        "SecondOrStepTimer",
+        "StepCounterHook",
+        "StopAtStepHook",
+        "SummarySaverHook",
+        "Scaffold",
+    }
+)
+
+
+def removed(qualified: str | None) -> tuple[str, str] | None:
+    """``(spelling, replacement)`` when ``qualified`` no longer imports on current TensorFlow.
+
+    The spelling is the qualified name cut after the removed module's public name
+    (``tensorflow.estimator.ModeKeys``; ``tensorflow.estimator.experimental.stop_if_...``).
+    """
+    if not qualified:
+        return None
+    for prefix, (since, why) in REMOVED_PREFIXES.items():
+        if not qualified.startswith(prefix):
+            continue
+        rest = qualified[len(prefix) :].split(".")
+        keep = 2 if rest[0] in ("experimental", "tpu", "export", "inputs", "training") else 1
+        spelling = prefix + ".".join(rest[:keep])
+        name = rest[keep - 1] if len(rest) >= keep else rest[-1]
+        if name in V1_TRAIN_NAMES:
+            return spelling, f"{why}: spell it tf.compat.v1.train.{name}"
+        if prefix == "tensorflow.contrib." and rest[0] == "tpu" and len(rest) > 1:
+            return spelling, (
+                f"{why}: tf.compat.v1.estimator.tpu.{rest[1]} on TF <= 2.15 (with "
+                "tensorflow-estimator); on TF >= 2.16 migrate it to Keras fit"
+            )
+        if since == "TF 2.0":
+            return spelling, f"{why}: it does not import on any TF 2; replace it first"
+        return spelling, (
+            f"{why}: it imports only on TF <= 2.15 with tensorflow-estimator; on TF >= 2.16 "
+            "migrate it to Keras (see the entry points)"
+        )
+    return None
+
 #: Methods whose string argument names a tensor, an op or a collection of the default graph.
 BY_NAME_METHODS: Final = frozenset(
     {"get_tensor_by_name", "get_operation_by_name", "as_graph_element"}
 )
 COLLECTION_METHODS: Final = frozenset({"get_collection", "get_collection_ref"})
+
+
+#: Every last name of a call the scan may report (a call with keywords is always looked at:
+#: hooks=, callbacks=). Names of the conformance results are added in :func:`relevant_names`.
+_RELEVANT: Final = (
+    set(ENTRY_POINTS)
+    | CANNED_ESTIMATORS
+    | TPU_ENTRIES
+    | KNOWN_HOOKS
+    | HOOKBRIDGE_HOOKS
+    | BY_NAME_METHODS
+    | COLLECTION_METHODS
+    | {"train", "evaluate", "predict", "SessionRunArgs", "TensorBoard"}
+)
 
 
 class Bridged(NamedTuple):
@@ -151,6 +265,7 @@ def load_results() -> tuple[dict, ...]:
     return tuple(sorted(loaded, key=lambda r: r["stack"]))
 
 
+@functools.lru_cache(maxsize=None)
 def known_names(kind: str) -> frozenset[str]:
     """Names of ``kind`` (``hook`` / ``callback``) that any stack's results mention."""
     return frozenset(
@@ -165,8 +280,6 @@ def builtin_status(kind: str, name: str) -> Bridged:
         kind: ``"hook"`` (under HookCallback in fit) or ``"callback"`` (under CallbackHook).
         name: the class (or function) name.
     """
-    if kind == "hook" and name in UNSUPPORTED_HOOKS:
-        return Bridged(f.UNSUPPORTED, UNSUPPORTED_HOOKS[name])
     if kind == "hook" and name in HOOKBRIDGE_HOOKS:
         return Bridged(f.CONFORMS, "hookbridge's own hook, written for HookCallback")
     entries = {
@@ -192,6 +305,11 @@ def builtin_status(kind: str, name: str) -> Bridged:
         if passed:
             detail = f"conforms {where} on {', '.join(passed)}; {detail}"
     return Bridged(f.UNVERIFIED, detail, "")
+
+
+def relevant_names() -> frozenset[str]:
+    """Last names of the calls the scan looks at: entry points, hooks, callbacks, tensor reads."""
+    return frozenset(_RELEVANT | known_names("hook") | known_names("callback"))
 
 
 # ----------------------------------------------------------------------- the bridge's graph

@@ -1,30 +1,56 @@
 """Reading a codebase for the scan: files, their syntax trees, imports and classes (never imported).
 
-Every file is parsed with :func:`ast.parse` from its bytes; nothing is imported or executed.
-Names are resolved through each module's imports (``import tensorflow.compat.v1 as tf``,
-``from tensorflow.estimator import LoggingTensorHook``, relative imports), so a call's
-*qualified name* (``tensorflow.compat.v1.train.LoggingTensorHook``) says where it comes from.
+Every file is parsed with :func:`ast.parse` from its bytes; nothing is imported or executed. One
+walk of each tree (:class:`_Walker`) collects what the analysis needs: imports, classes,
+functions, assignments, every call with the scopes around it, and the dotted names that may be
+spellings TensorFlow removed. Names are resolved through the imports (``import
+tensorflow.compat.v1 as tf``, ``from tensorflow.estimator import LoggingTensorHook``, relative
+imports, ``v1 = tf.compat.v1``), so a call's *qualified name*
+(``tensorflow.compat.v1.train.LoggingTensorHook``) says where it comes from.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 #: Folders never scanned: hidden ones, caches, virtual environments and build output.
 SKIPPED_DIRS: Final = frozenset(
     {"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"}
 )
 
-
 #: Roots of module paths an assignment may alias (``v1 = tf.compat.v1``).
 IMPORTED_ROOTS: Final = frozenset(
     {"tensorflow", "keras", "tf_keras", "tensorflow_estimator", "hookbridge"}
 )
+
+#: Components that make a dotted name worth keeping for the spelling check.
+_SPELLING_PARTS: Final = ("estimator", "contrib")
+
+#: Fields that never hold a node with a call below it (names, contexts, operators, constants).
+_NOT_NODES: Final = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "name", "arg", "module", "level", "asname", "names"}
+    | {"kind", "type_comment", "is_async", "conversion", "type_ignores", "kwd_attrs", "rest"}
+)
+#: Nodes with nothing below them worth visiting.
+_LEAVES: Final = frozenset({ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue})
+_FIELDS: dict[type, tuple[str, ...]] = {ast.MatchSingleton: ()}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node type that may hold nodes (cached; none for a non-node)."""
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = ()
+        if issubclass(kind, ast.AST):
+            fields = tuple(f for f in kind._fields if f not in _NOT_NODES)
+        _FIELDS[kind] = fields
+    return fields
 
 
 @dataclasses.dataclass
@@ -44,17 +70,28 @@ class ClassInfo:
                 isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and item.name == "__init__"
             ):
-                args = item.args
-                positional = args.posonlyargs + args.args
-                required = len(positional) - len(args.defaults) - 1  # minus self
-                kw_required = sum(d is None for d in args.kw_defaults)
-                return required > 0 or kw_required > 0
+                return needs_arguments(item.args, method=True)
         return None
+
+
+def needs_arguments(args: ast.arguments, method: bool = False) -> bool:
+    """Whether a signature has required arguments (``self`` not counted for a method)."""
+    positional = args.posonlyargs + args.args
+    required = len(positional) - len(args.defaults) - (1 if method else 0)
+    return required > 0 or any(d is None for d in args.kw_defaults)
+
+
+class Call(NamedTuple):
+    """A call in the module and the scopes around it (classes, functions, lambdas; outermost
+    first)."""
+
+    node: ast.Call
+    scopes: tuple[ast.AST, ...]
 
 
 @dataclasses.dataclass
 class ModuleInfo:
-    """One parsed file."""
+    """One parsed file, and what its one walk collected."""
 
     path: str  # relative to the scanned root, POSIX separators
     module: str  # dotted module name, relative to the scanned root
@@ -64,9 +101,29 @@ class ModuleInfo:
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = dataclasses.field(
         default_factory=dict
     )
+    calls: list[Call] = dataclasses.field(default_factory=list)
+    #: name -> values assigned to it, per scope (``None``: the module), last written first.
+    bindings: dict[tuple[int | None, str], list[ast.AST]] = dataclasses.field(
+        default_factory=dict
+    )
+    #: (line, raw dotted name) of names mentioning ``estimator``/``contrib``, and imports of them.
+    dotted: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    #: (line, imported module path) of every import statement.
+    imports: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    #: ``return f(...)`` in a top-level function: (the call, the function).
+    returns: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]] = dataclasses.field(
+        default_factory=list
+    )
+    #: ``x = f(...)`` / ``self.x = f(...)``: (the target's last name, the call).
+    call_assignments: list[tuple[str, ast.Call]] = dataclasses.field(default_factory=list)
+    #: True when the module turns TF's eager execution off (graph-mode tf.keras).
+    graph_mode: bool = False
 
     def qualify(self, node: ast.AST) -> str | None:
-        """The dotted, import-resolved name of a ``Name``/``Attribute`` chain, else None."""
+        """The dotted, import-resolved name of a ``Name``/``Attribute`` chain, else None.
+
+        A call in the chain keeps its parentheses (``contrib.tpu().TPUEstimator``).
+        """
         if isinstance(node, ast.Name):
             if node.id in self.aliases:
                 return self.aliases[node.id]
@@ -76,17 +133,58 @@ class ModuleInfo:
         if isinstance(node, ast.Attribute):
             base = self.qualify(node.value)
             return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            base = self.qualify(node.func)
+            return f"{base}()" if base else None
+        return None
+
+    def binding(self, scopes: tuple[ast.AST, ...], name: str) -> ast.AST | None:
+        """The value last assigned to ``name`` in the innermost scope that assigns it."""
+        for scope in [*reversed(scopes), None]:
+            values = self.bindings.get((None if scope is None else id(scope), name))
+            if values:
+                return values[0]  # recorded last first
+            if scope is not None and _is_parameter(scope, name):
+                return None
         return None
 
 
-def discover(root: Path) -> list[Path]:
-    """Every ``.py`` file under ``root`` (or ``root`` itself), sorted, skipping SKIPPED_DIRS."""
+def _is_parameter(scope: ast.AST, name: str) -> bool:
+    args = getattr(scope, "args", None)
+    if not isinstance(args, ast.arguments):
+        return False
+    every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
+    return any(a is not None and a.arg == name for a in every)
+
+
+def discover(root: Path, exclude: Iterable[str] = ()) -> list[Path]:
+    """Every ``.py`` file under ``root`` (or ``root`` itself), sorted.
+
+    Skips SKIPPED_DIRS, hidden folders, and what an ``exclude`` glob matches: a folder or file
+    whose path relative to ``root`` (POSIX separators) or whose name matches (``tests``,
+    ``third_party``, ``*/testdata/*``, ``*_test.py``).
+    """
     if root.is_file():
         return [root]
+    patterns = tuple(exclude)
+
+    def excluded(rel: str, name: str) -> bool:
+        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
-        found += [Path(folder, name) for name in sorted(files) if name.endswith(".py")]
+        here = Path(folder).relative_to(root).as_posix()
+        prefix = "" if here == "." else here + "/"
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and d not in SKIPPED_DIRS and not excluded(prefix + d, d)
+        )
+        found += [
+            Path(folder, name)
+            for name in sorted(files)
+            if name.endswith(".py") and not excluded(prefix + name, name)
+        ]
     return found
 
 
@@ -99,69 +197,170 @@ def module_name(rel: Path) -> str:
 
 
 def parse(path: Path, rel: Path) -> ModuleInfo:
-    """Parses one file (raises SyntaxError/ValueError when it cannot be parsed)."""
+    """Parses one file and walks it once (raises SyntaxError/ValueError when it cannot be
+    parsed)."""
     tree = ast.parse(path.read_bytes(), filename=str(path))
     info = ModuleInfo(path=rel.as_posix(), module=module_name(rel), tree=tree)
-    is_package = rel.name == "__init__.py"
-    for node in _top_level(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    info.aliases[alias.asname] = alias.name
-                else:
-                    root = alias.name.split(".")[0]
-                    info.aliases[root] = root
-        elif isinstance(node, ast.ImportFrom):
-            base = _import_base(info.module, is_package, node)
-            for alias in node.names:
-                info.aliases[alias.asname or alias.name] = f"{base}.{alias.name}".lstrip(".")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            info.functions.setdefault(node.name, node)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name not in info.classes:
-            info.classes[node.name] = ClassInfo(
-                name=node.name,
-                qualname=f"{info.module}.{node.name}",
-                module=info,
-                node=node,
-                bases=[],
-            )
-    _assigned_aliases(info)
+    _Walker(info, is_package=rel.name == "__init__.py").walk()
     for cls in info.classes.values():
         cls.bases = [info.qualify(b) or "" for b in cls.node.bases]
     return info
 
 
-def _assigned_aliases(info: ModuleInfo) -> None:
-    """``v1 = tf.compat.v1`` / ``train = tf.train``: names bound to a module path of an import."""
-    for node in ast.walk(info.tree):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, (ast.Name, ast.Attribute))
-            and node.targets[0].id not in info.aliases
-        ):
-            qualified = info.qualify(node.value)
-            if (
-                qualified
-                and qualified.split(".")[0] in IMPORTED_ROOTS
-                and qualified != node.targets[0].id
-            ):
-                info.aliases[node.targets[0].id] = qualified
+class _Walker:
+    """The one walk of a module's tree.
+
+    Each scope (the module, a class body, a function or lambda body) is walked with a stack of
+    nodes; a nested scope is queued and walked after with the scopes around it. A scope's
+    statements are visited last first, so its bindings are recorded in reverse source order
+    (:meth:`ModuleInfo.binding` reads the first).
+    """
+
+    def __init__(self, info: ModuleInfo, is_package: bool) -> None:
+        self.info = info
+        self.is_package = is_package
+        self.assigned: list[ast.Assign] = []
+
+    def walk(self) -> None:
+        info = self.info
+        calls = info.calls
+        pending: list[tuple[list, tuple[ast.AST, ...]]] = [(list(info.tree.body), ())]
+        leaves = _LEAVES
+        while pending:
+            stack, scopes = pending.pop()
+            pop, push = stack.pop, stack.append
+            while stack:
+                node = pop()
+                kind = node.__class__
+                if kind is ast.Call:
+                    calls.append(Call(node, scopes))
+                    func = node.func
+                    if func.__class__ is ast.Attribute and func.attr in _EAGER_OFF:
+                        info.graph_mode = True
+                elif kind is ast.Attribute:
+                    if node.attr in _SPELLING_PARTS or _mentions(node.value):
+                        text = _dotted(node)
+                        if text is not None:
+                            info.dotted.append((node.lineno, text))
+                            continue  # the chain is read whole; nothing below it is a call
+                elif kind in leaves:
+                    continue
+                elif kind is ast.Assign:
+                    self._assign(node, scopes)
+                elif kind is ast.Return:
+                    if len(scopes) == 1 and node.value.__class__ is ast.Call:
+                        info.returns.append((node.value, scopes[0]))
+                elif kind is ast.AnnAssign or kind is ast.AugAssign:
+                    if node.target.__class__ is ast.Name and node.value is not None:
+                        key = (id(scopes[-1]) if scopes else None, node.target.id)
+                        info.bindings.setdefault(key, []).append(node.value)
+                elif kind is ast.Import or kind is ast.ImportFrom:
+                    self._import(node)
+                    continue
+                elif kind is ast.ClassDef:
+                    info.classes[node.name] = ClassInfo(
+                        node.name, f"{info.module}.{node.name}", info, node, []
+                    )
+                    stack += node.decorator_list + node.bases + node.keywords
+                    pending.append((list(node.body), (*scopes, node)))
+                    continue
+                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    if not scopes:
+                        info.functions[node.name] = node
+                    key = (id(scopes[-1]) if scopes else None, node.name)
+                    info.bindings.setdefault(key, []).append(node)
+                    args = node.args
+                    stack += node.decorator_list + args.defaults
+                    stack += [d for d in args.kw_defaults if d is not None]
+                    pending.append((list(node.body), (*scopes, node)))
+                    continue
+                elif kind is ast.Lambda:
+                    stack += node.args.defaults
+                    pending.append(([node.body], (*scopes, node)))
+                    continue
+                fields = _FIELDS.get(kind)
+                if fields is None:
+                    fields = _fields(kind)
+                for field in fields:
+                    value = getattr(node, field)
+                    if value.__class__ is list:
+                        for child in value:
+                            if child is not None and child.__class__ not in leaves:
+                                push(child)
+                    elif value is not None and value.__class__ not in leaves:
+                        push(value)
+        self.assigned.sort(key=lambda n: n.lineno)
+        for node in self.assigned:
+            self._alias(node)
+
+    def _assign(self, node: ast.Assign, scopes: tuple[ast.AST, ...]) -> None:
+        info = self.info
+        scope = id(scopes[-1]) if scopes else None
+        value = node.value
+        for target in node.targets:
+            if target.__class__ is ast.Name:
+                info.bindings.setdefault((scope, target.id), []).append(value)
+        if value.__class__ is ast.Call:
+            for target in node.targets:
+                if target.__class__ is ast.Name:
+                    info.call_assignments.append((target.id, value))
+                elif target.__class__ is ast.Attribute:
+                    info.call_assignments.append((target.attr, value))
+        elif len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                self.assigned.append(node)
+
+    def _alias(self, node: ast.Assign) -> None:
+        """``v1 = tf.compat.v1`` / ``train = tf.train``: names bound to a module path."""
+        info = self.info
+        name = node.targets[0].id
+        if name in info.aliases:
+            return
+        qualified = info.qualify(node.value)
+        if qualified and qualified.split(".")[0] in IMPORTED_ROOTS and qualified != name:
+            info.aliases[name] = qualified
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Statements are visited last first: the first binding recorded is the last written
+        (the module's own scope is walked before any function's)."""
+        info = self.info
+        bind = info.aliases.setdefault
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                info.imports.append((node.lineno, alias.name))
+                if alias.asname:
+                    bind(alias.asname, alias.name)
+                else:
+                    root = alias.name.split(".")[0]
+                    bind(root, root)
+            return
+        base = _import_base(info.module, self.is_package, node)
+        for alias in node.names:
+            full = f"{base}.{alias.name}".lstrip(".")
+            info.imports.append((node.lineno, full))
+            bind(alias.asname or alias.name, full)
 
 
-def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
-    """Module-level statements, including those under ``if``/``try`` (guarded imports)."""
-    stack = list(reversed(tree.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.If, ast.Try)):
-            children = node.body + node.orelse + getattr(node, "finalbody", [])
-            for handler in getattr(node, "handlers", []):
-                children += handler.body
-            stack += reversed(children)
+_EAGER_OFF: Final = frozenset({"disable_eager_execution", "disable_v2_behavior"})
+
+
+def _mentions(node: ast.AST) -> bool:
+    while type(node) is ast.Attribute:
+        if node.attr in _SPELLING_PARTS:
+            return True
+        node = node.value
+    return False
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _import_base(module: str, is_package: bool, node: ast.ImportFrom) -> str:

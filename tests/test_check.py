@@ -52,7 +52,15 @@ def _in_process(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     parser = cli._parser()
     ns = parser.parse_args(["check", *args])
-    request = check_mod.CheckRequest(ns.target, ns.steps, ns.steps_per_epoch, ns.callback, ns.fmt)
+    request = check_mod.CheckRequest(
+        ns.target,
+        ns.steps,
+        ns.steps_per_epoch,
+        ns.callback,
+        ns.fmt,
+        replaced_by=ns.replaced_by,
+        model=ns.model,
+    )
     status = check_mod.main(request, out, err)
     return status, out.getvalue(), err.getvalue()
 
@@ -142,7 +150,28 @@ def test_a_list_of_hooks_that_stops():
             "returned LossEveryN, not a Keras callback: drop --callback",
         ),
         (("check_targets:broken_factory",), "raised RuntimeError: the factory itself is broken"),
-        (("check_targets:make_two", "--steps", "5"), "--steps 5 must be a positive multiple"),
+        (
+            ("check_targets:make_two", "--steps", "5", "--steps-per-epoch", "3"),
+            "--steps 5 must be a multiple of --steps-per-epoch 3 (Keras runs whole epochs): use "
+            "--steps 6 or 3, or drop --steps-per-epoch",
+        ),
+        (("check_targets:make_two", "--steps", "0"), "--steps must be at least 1, received 0"),
+        (
+            ("check_targets:make_two", "--model", "replacements:NOT_A_MODULE_ATTR"),
+            "module 'replacements' has no attribute 'NOT_A_MODULE_ATTR'",
+        ),
+        (
+            ("check_targets:make_two", "--model", "replacements:make_noop"),
+            "--model replacements:make_noop returned Callback, not a Keras model",
+        ),
+        (
+            ("check_targets:make_early_stopping", "--callback", "--model", "replacements:regression"),
+            "--model and --replaced-by apply to hooks",
+        ),
+        (
+            ("check_targets:make_two", "--replaced-by", "check_targets:make_two"),
+            "returned LossEveryN, not a Keras callback",
+        ),
         (("missing/dir/hooks.py:make",), "module file not found"),
         (
             ("check_targets:callback_failing_the_second_time", "--callback"),
@@ -237,3 +266,257 @@ def test_imports_only_the_named_module(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["project", "project.hooks"]
+
+
+# ------------------------------------------------------------------ defaults adapt (item 8)
+@pytest.mark.parametrize(
+    ("steps", "per_epoch", "shape"),
+    [
+        (None, None, (6, 3)),
+        (10, None, (10, 5)),
+        (9, None, (9, 3)),
+        (12, None, (12, 6)),
+        (7, None, (7, 7)),
+        (2, None, (2, 2)),
+        (1, None, (1, 1)),
+        (None, 4, (8, 4)),
+        (8, 4, (8, 4)),
+        (3, 3, (3, 3)),
+    ],
+)
+def test_defaults_adapt_to_what_the_user_gives(steps, per_epoch, shape):
+    assert check_mod.CheckRequest("m:f", steps, per_epoch).shape() == shape
+
+
+def test_steps_alone_is_not_refused_subprocess():
+    # The report of issue 26: `--steps 10` failed on a --steps-per-epoch the user never set.
+    proc = _cli("check_targets:make_loss_every_2", "--steps", "10")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[0] == (
+        "check_targets:make_loss_every_2 (hook, 10 steps, 5 per epoch): conforms"
+    )
+    # begin + (before_run, after_run) x 10 + outcome: all ten steps ran in both worlds.
+    assert "gave the same 22 events" in proc.stdout
+
+
+# ------------------------------------------------------------- --replaced-by (item 9)
+def _native_hook_csv(tmp_path, make_hook, steps=6, per_epoch=3):
+    """The hook natively: a MonitoredSession over check's batch losses, in its own folder."""
+    from hookbridge._conform.runners import drive_session
+    from hookbridge._conform.scenarios import EXACT_LOSSES, _Run
+
+    run = _Run(epochs=steps // per_epoch, steps_per_epoch=per_epoch, losses=EXACT_LOSSES[:per_epoch])
+    folder = tmp_path / "native"
+    folder.mkdir()
+    cwd = os.getcwd()
+    try:
+        os.chdir(folder)
+        trace = drive_session(lambda g: [make_hook()], run, [])
+    finally:
+        os.chdir(cwd)
+    assert trace[-1] == ("runner", "outcome", "ok")
+    return (folder / "loss.csv").read_text().splitlines()
+
+
+def _native_callback_csv(tmp_path, make_callback, steps=6, per_epoch=3):
+    """The callback natively in Keras fit over the same batch losses, in its own folder."""
+    from hookbridge._conform.runners import drive_fit
+    from hookbridge._conform.scenarios import EXACT_LOSSES, _Run
+
+    run = _Run(epochs=steps // per_epoch, steps_per_epoch=per_epoch, losses=EXACT_LOSSES[:per_epoch])
+    folder = tmp_path / "keras"
+    folder.mkdir()
+    cwd = os.getcwd()
+    try:
+        os.chdir(folder)
+        trace = drive_fit([make_callback()], run, [])
+    finally:
+        os.chdir(cwd)
+    assert trace[-1] == ("runner", "outcome", "ok")
+    return (folder / "loss.csv").read_text().splitlines()
+
+
+def test_a_no_op_callback_does_not_replace_a_hook():
+    status, out, err = _in_process(
+        "replacements:make_hook", "--replaced-by", "replacements:make_noop"
+    )
+    assert status == 1, out + err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "replacements:make_hook replaced by replacements:make_noop (6 steps, 3 per epoch): "
+        "does NOT replace"
+    )
+    # Everything the hook does is missing: the stop at step 5, its log line, its CSV.
+    assert "    - fit stopped at step 5 with the hook, 6 with the callback" in lines
+    assert (
+        "    - log/stdout line 1 (2 lines vs 0): the hook 'INFO: loss = 1.0, step = 2', "
+        "the callback '(no line)'"
+    ) in lines
+    assert "    - loss.csv (csv): written only by the hook" in lines
+
+
+def test_a_faithful_callback_replaces_the_hook(tmp_path):
+    status, out, err = _in_process(
+        "replacements:make_hook", "--replaced-by", "replacements:make_faithful"
+    )
+    assert status == 0, out + err
+    assert out.splitlines()[0].endswith("(6 steps, 3 per epoch): replaces")
+    assert "compared: the step fit stopped at (5)" in out and "1 files (1 the same)" in out
+    # Beside check: the hook natively in a MonitoredSession writes the CSV the callback writes
+    # natively in fit (rows at steps 2 and 4; the stop at 5 ends both before step 6).
+    import replacements
+
+    native = _native_hook_csv(tmp_path, replacements.make_hook)
+    keras = _native_callback_csv(tmp_path, replacements.make_faithful)
+    assert native == keras == ["step,loss", "2,1.0", "4,0.25"]
+
+
+def test_the_running_mean_is_not_the_batch_loss(tmp_path):
+    # The usual first replacement writes Keras's running mean: check shows the first row where
+    # it differs from what the hook wrote natively.
+    import replacements
+
+    native = _native_hook_csv(tmp_path, replacements.make_hook)
+    keras = _native_callback_csv(tmp_path, replacements.make_running_mean)
+    assert native[1] == "2,1.0" and keras[1] == "2,0.625"
+    status, out, _ = _in_process(
+        "replacements:make_hook", "--replaced-by", "replacements:make_running_mean", "--format",
+        "json",
+    )
+    assert status == 1
+    payload = json.loads(out)
+    assert payload["replaces"] is False and payload["status"] == "does NOT replace"
+    assert payload["differences"] == [
+        "log/stdout line 1 (2 lines vs 2): the hook 'INFO: loss = 1.0, step = 2', the callback "
+        "'INFO: loss = 0.625, step = 2'",
+        "loss.csv (csv): first difference at line 2: the hook [2, 1.0], the callback [2, 0.625] "
+        "(3 lines vs 3)",
+    ]
+    assert payload["hook"]["stopped_at"] == payload["callback"]["stopped_at"] == 5
+    assert payload["hook"]["files"] == payload["callback"]["files"] == ["loss.csv"]
+
+
+def test_what_check_cannot_observe_is_unknown_not_replaced():
+    status, out, _ = _in_process(
+        "replacements:SilentHook", "--replaced-by", "replacements:make_noop"
+    )
+    assert status == 3
+    assert out.splitlines()[0].endswith(": cannot tell")
+    assert "not something check can observe" in out
+
+
+def test_checkpoints_and_events_are_read_back(tmp_path):
+    # A CheckpointSaverHook "replaced" by nothing: every file it wrote is named, read back.
+    status, out, _ = _in_process(
+        "replacements:make_checkpoint_hook", "--replaced-by", "replacements:make_noop",
+        "--format", "json",
+    )
+    assert status == 1
+    payload = json.loads(out)
+    assert {
+        "ckpt/model.ckpt-0 (checkpoint): written only by the hook",
+        "ckpt/model.ckpt-3 (checkpoint): written only by the hook",
+        "ckpt/model.ckpt-6 (checkpoint): written only by the hook",
+        "ckpt/events.out.tfevents.* (events): written only by the hook",
+    } <= set(payload["differences"])
+
+
+def test_compare_outputs_reads_checkpoints_events_and_csv(tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    from hookbridge._conform.outputs import compare_outputs, read_outputs
+
+    def write(folder, kernel, scalar, row):
+        folder.mkdir()
+        g = tf.Graph()
+        with g.as_default():
+            v = tf.compat.v1.get_variable("dense/kernel", initializer=np.float32(kernel))
+            saver = tf.compat.v1.train.Saver()
+            with tf.compat.v1.Session() as sess:
+                sess.run(v.initializer)
+                saver.save(sess, str(folder / "model.ckpt"), global_step=3)
+        writer = tf.summary.create_file_writer(str(folder / "logs"))
+        with writer.as_default():
+            tf.summary.scalar("loss", scalar, step=3)
+        writer.close()
+        (folder / "rows.csv").write_text(f"step,loss\n3,{row}\n")
+        return read_outputs(str(folder), {str(folder): "<dir>"})
+
+    a = write(tmp_path / "a", 1.0, 0.5, 0.25)
+    same = write(tmp_path / "b", 1.0, 0.5, 0.25)
+    other = write(tmp_path / "c", 2.0, 0.75, 0.5)
+    assert compare_outputs(a, same, left_name="L", right_name="R")[0] == []
+    differences, unknown, equal = compare_outputs(a, other, left_name="L", right_name="R")
+    assert "model.ckpt-3 (checkpoint): dense/kernel: L 1.0, R 2.0" in differences, differences
+    assert any(d.startswith("logs/events.out.tfevents.* (events): tensor loss:") for d in differences)
+    assert "rows.csv (csv): first difference at line 2: L [3, 0.25], R [3, 0.5] (2 lines vs 2)" in (
+        differences
+    )
+
+
+# ------------------------------------------------------------------ --model (item 10)
+def test_a_tensor_missing_from_checks_graph_is_not_a_divergence():
+    status, out, _ = _in_process("replacements:MaeWatcher")
+    assert status == 3, out
+    assert out.splitlines()[0] == "replacements:MaeWatcher (hook, 6 steps, 3 per epoch): cannot tell"
+    assert "it fails the same way natively and under the bridge" in out
+    assert "The tensor is in neither" in out and "pass --model MODULE:ATTR" in out
+    assert "does NOT conform" not in out
+
+
+def test_the_users_model_gives_the_hook_its_tensors():
+    status, out, _ = _in_process(
+        "replacements:MaeWatcher", "--model", "replacements:regression", "--format", "json"
+    )
+    assert status == 0, out
+    payload = json.loads(out)
+    assert payload["native"] == payload["bridged"] and payload["model"] == "replacements:regression"
+    maes = [e[3] for e in payload["bridged"] if e[1] == "after_run"]
+    assert len(maes) == 6 and len(set(maes)) > 1  # the model trains: the batch MAE moves
+    # The batch MAE the hook read is the model's own: recompute it by training the same model.
+    import numpy as np
+    import replacements
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    model, x, y = replacements.regression()
+    expected = []
+    for epoch in range(2):
+        for b in range(3):
+            xb, yb = x[b * 4 : (b + 1) * 4], y[b * 4 : (b + 1) * 4]
+            expected.append(float(np.mean(np.abs(model.predict_on_batch(xb) - yb))))
+            model.train_on_batch(xb, yb)
+    np.testing.assert_allclose(maes, expected, rtol=1e-3, atol=1e-4)
+
+
+def test_a_replacement_on_the_users_model():
+    status, out, err = _in_process(
+        "replacements:make_hook", "--replaced-by", "replacements:make_faithful", "--model",
+        "replacements:regression", "--format", "json",
+    )
+    assert status == 0, out + err
+    payload = json.loads(out)
+    assert payload["hook"]["files"] == ["loss.csv"] and payload["hook"]["stopped_at"] == 5
+    status, out, _ = _in_process(
+        "replacements:make_hook", "--replaced-by", "replacements:make_noop", "--model",
+        "replacements:regression",
+    )
+    assert status == 1
+    # The hook stopped training at step 5: the weights differ from the 6-step run.
+    assert "    - the model's final weights differ" in out.splitlines()
+
+
+def test_the_migration_guides_replacement_report_is_what_check_prints(monkeypatch):
+    # docs/migration.md, stage 3, quotes check's report on the team's hook: it must stay true.
+    migration = ROOT / "examples" / "migration"
+    monkeypatch.syspath_prepend(str(migration))
+    page = (ROOT / "docs" / "migration.md").read_text()
+    command = "hookbridge check team_hooks:make_history_hook_csv --replaced-by "
+    block = page[page.index(f"$ {command}") :]
+    block = block[: block.index("```")].splitlines()[1:]
+    status, out, _ = _in_process(
+        "team_hooks:make_history_hook_csv", "--replaced-by", "team_hooks:make_history_callback_csv"
+    )
+    assert status == 1
+    assert out.splitlines() == block

@@ -183,3 +183,74 @@ def test_demo_writes_into_default_directory(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "hookbridge_demo" / "loss.png").exists()
     assert (tmp_path / "hookbridge_demo" / "checkpoints" / "model.ckpt-2.index").exists()
+
+
+def test_version(capsys):
+    import hookbridge
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"hookbridge {hookbridge.__version__}\n"
+
+
+# TensorFlow's start-up lines, as TF 2.21 prints them on x86 (the CPU-feature line at INFO, the
+# oneDNN notice before absl's logging honours TF_CPP_MIN_LOG_LEVEL).
+_TF_NOISE = ("oneDNN custom operations", "cpu_feature_guard", "absl::InitializeLog")
+CHECK_TARGETS = ROOT / "tests" / "check_fixtures"
+
+
+def _env_without_tf_settings(**extra: str) -> dict:
+    env = {k: v for k, v in ENV.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(CHECK_TARGETS)])
+    return {**env, **extra}
+
+
+def _tensorflow_import_noise(env: dict) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import tensorflow"],
+        capture_output=True, text=True, env=env, check=False, timeout=180,
+    )
+    return [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
+
+
+def test_check_prints_its_verdict_without_tensorflows_start_up_lines():
+    env = _env_without_tf_settings()
+    noisy = _tensorflow_import_noise(env)  # what a bare `import tensorflow` prints here
+    proc = subprocess.run(
+        [sys.executable, "-m", "hookbridge", "check", "check_targets:make_loss_every_2"],
+        capture_output=True, text=True, env=env, check=False, timeout=240, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[0].endswith(": conforms")
+    assert [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)] == []
+    if not noisy:
+        pytest.skip("this TensorFlow prints nothing on import here: nothing was filtered")
+
+
+def test_a_log_level_the_user_set_is_kept():
+    env = _env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0")
+    noisy = _tensorflow_import_noise(env)
+    if not noisy:
+        pytest.skip("this TensorFlow prints nothing on import here")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hookbridge", "check", "check_targets:make_loss_every_2"],
+        capture_output=True, text=True, env=env, check=False, timeout=240, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The user asked for TensorFlow's INFO lines: they are all there.
+    assert [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
+
+
+def test_quiet_tensorflow_keeps_other_lines():
+    from hookbridge.cli import _IMPORT_NOISE
+
+    assert _IMPORT_NOISE.match(
+        b"I0000 00:00:1795507697.549265     883 port.cc:153] oneDNN custom operations are on. "
+        b"You may see slightly different numerical results."
+    )
+    assert _IMPORT_NOISE.match(
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+    )
+    assert not _IMPORT_NOISE.match(b"E0000 00:00:1.0  1 port.cc:153] something else failed")
+    assert not _IMPORT_NOISE.match(b"Traceback (most recent call last):")

@@ -1,8 +1,9 @@
 """Stage 3: the hooks are replaced, one at a time, by Keras callbacks.
 
 Same job as stage 2 (to global step 80), with the first ``--replaced N`` hooks of REPLACEMENTS
-swapped for their Keras counterparts; each replacement was proven first with ``hookbridge
-check`` (the command in its row). The checkpoint, summary and step-counter hooks stay under
+swapped for their Keras counterparts; each replacement was compared with its hook first by
+``hookbridge check --replaced-by`` (the command in its row; docs/migration.md shows its report).
+The checkpoint, summary and step-counter hooks stay under
 HookCallback: they keep model_dir as the Estimator wrote it (TF1-named checkpoint files, the
 `loss` curve in TensorBoard) until the team no longer needs that.
 
@@ -22,13 +23,14 @@ import hookbridge
 
 LAST_STEP = 80
 
-#: (what is replaced, the hook, the callback, the check that proves the replacement).
+#: (what is replaced, the hook, the callback, the check comparing the two).
 REPLACEMENTS = [
     (
         "the team's LossHistoryHook -> LossHistory",
         lambda out: LossHistoryHook(os.path.join(out, "loss_history.csv"), loss="loss:0"),
         lambda out: LossHistory(os.path.join(out, "loss_history.csv")),
-        "hookbridge check --callback team_hooks:make_history_callback",
+        "hookbridge check team_hooks:make_history_hook_csv "
+        "--replaced-by team_hooks:make_history_callback_csv",
     ),
     (
         "StopAtStepHook(last_step) -> fit(epochs=last_step // steps_per_epoch)",
@@ -54,7 +56,7 @@ def main() -> None:
     kept, callbacks = [], []
     for i, (what, hook, callback, check) in enumerate(REPLACEMENTS):
         if i < args.replaced:
-            print(f"replaced: {what}" + (f"  (proven by: {check})" if check else ""))
+            print(f"replaced: {what}" + (f"  (checked with: {check})" if check else ""))
             if callback is not None:
                 callbacks.append(callback(out))
         else:

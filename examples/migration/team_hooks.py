@@ -76,3 +76,13 @@ def make_history_callback():
 
 def make_terminate_on_nan():
     return tf.keras.callbacks.TerminateOnNaN()
+
+
+def make_history_hook_csv():
+    """For ``hookbridge check --replaced-by``: the hook writing ``loss_history.csv`` (relative:
+    check runs each side in its own empty folder and compares the files)."""
+    return LossHistoryHook("loss_history.csv", every_n=2, loss="loss:0")
+
+
+def make_history_callback_csv():
+    return LossHistory("loss_history.csv", every_n=2)

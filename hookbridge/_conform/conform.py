@@ -37,6 +37,9 @@ class Conformance:
 
     native: Trace
     bridged: Trace
+    #: The exception that ended each run, if one did (its message, beyond the trace's type).
+    native_error: BaseException | None = None
+    bridged_error: BaseException | None = None
 
     @property
     def conforms(self) -> bool:
@@ -236,14 +239,20 @@ def hook_traces(
         return [_instrument_hook(h, f"{type(h).__name__}[{i}]", trace) for i, h in enumerate(made)]
 
     native: Trace = []
-    drive_session(lambda g: hooks(native), run, native)
+    native_errors: list[BaseException] = []
+    drive_session(lambda g: hooks(native), run, native, errors=native_errors)
     bridged: Trace = []
+    bridged_errors: list[BaseException] = []
     bridge = HookCallback(lambda: hooks(bridged))
     try:
-        drive_fit([bridge], run, bridged)
+        drive_fit([bridge], run, bridged, errors=bridged_errors)
     finally:
         bridge.close()
-    return Conformance(native, bridged)
+    return Conformance(native, bridged, *(_last(native_errors), _last(bridged_errors)))
+
+
+def _last(errors: list[BaseException]) -> BaseException | None:
+    return errors[-1] if errors else None
 
 
 def assert_callback_conforms(
@@ -308,8 +317,10 @@ def callback_traces(
         ]
 
     native: Trace = []
-    drive_fit(callbacks(native), run, native)
+    native_errors: list[BaseException] = []
+    drive_fit(callbacks(native), run, native, errors=native_errors)
     bridged: Trace = []
+    bridged_errors: list[BaseException] = []
     # Built before the session's graph, as a user builds them (inside a graph, tf_keras returns
     # its graph-mode classes, which CallbackHook refuses).
     made = callbacks(bridged)
@@ -317,5 +328,5 @@ def callback_traces(
     def hooks(g: SessionGraph) -> list[Any]:
         return [callback_hook(made, run, **callback_hook_kwargs)]
 
-    drive_session(hooks, run, bridged)
-    return Conformance(native, bridged)
+    drive_session(hooks, run, bridged, errors=bridged_errors)
+    return Conformance(native, bridged, _last(native_errors), _last(bridged_errors))

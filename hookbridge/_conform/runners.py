@@ -94,11 +94,13 @@ def drive_session(
     trace: Trace,
     *,
     session_graph: SessionGraph | None = None,
+    errors: list[BaseException] | None = None,
 ) -> Trace:
     """Runs ``make_hooks(graph)`` in a native ``MonitoredSession`` over ``run``'s steps.
 
     The caller loop is TF1's: ``while not should_stop(): run(train_op)``, at most ``run.steps``
-    times (``end_of_input + 2`` when the input ends first).
+    times (``end_of_input + 2`` when the input ends first). The exception that ended the run, if
+    any, is appended to ``errors``.
     """
     g = session_graph or SessionGraph(run.end_of_input)
     limit = run.steps if run.end_of_input is None else run.end_of_input + 2
@@ -113,6 +115,8 @@ def drive_session(
                     sess.run(g.train_op, {g.loss_in: run.loss(i)})
     except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
+        if errors is not None:
+            errors.append(e)
     return _outcome(trace, error)
 
 
@@ -158,8 +162,15 @@ def callback_hook(callbacks: Sequence[Any], run: _Run, **kwargs: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------ Keras side
-def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
-    """Runs Keras ``fit`` on the shared model with ``callbacks`` over ``run``'s steps."""
+def drive_fit(
+    callbacks: Iterable[Any],
+    run: _Run,
+    trace: Trace,
+    *,
+    errors: list[BaseException] | None = None,
+) -> Trace:
+    """Runs Keras ``fit`` on the shared model with ``callbacks`` over ``run``'s steps (the
+    exception that ended it, if any, is appended to ``errors``)."""
     model = keras_model()
     model.optimizer.iterations.assign(0)
     error: BaseException | None = None
@@ -191,6 +202,8 @@ def drive_fit(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
             model.fit(batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks))
     except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
+        if errors is not None:
+            errors.append(e)
     return _outcome(trace, error)
 
 

@@ -1,181 +1,88 @@
 """``hookbridge check MODULE:ATTR``: the conformance kit on a user's hook or callback factory.
 
 ``ATTR`` names a zero-argument callable (a function or a class) returning a ``SessionRunHook``
-(or a list of them), or with ``--callback`` a Keras callback (or a list). The kit runs it natively
-and under the bridge (:func:`hookbridge._conform.conform.hook_traces` /
-:func:`~hookbridge._conform.conform.callback_traces`) and the command prints ``conforms`` or the two
-traces side by side. Exit status: 0 conforms, 1 does not, 2 bad input (module not found, attribute
-missing or not callable, factory returning the wrong kind of object or failing natively).
+(or a list of them), or with ``--callback`` a Keras callback (or a list). Three modes:
 
-Only the named module is imported (and TensorFlow with the kit, when the check runs).
+* default: the hook natively (``MonitoredSession``) and under ``HookCallback`` in ``fit``
+  (:func:`hookbridge._conform.conform.hook_traces`); with ``--callback`` the callback in ``fit``
+  and under ``CallbackHook`` (:func:`~hookbridge._conform.conform.callback_traces`). The command
+  prints ``conforms`` or the two traces side by side.
+* ``--replaced-by CALLBACK``: the hook under ``HookCallback`` and the callback natively, in the
+  same ``fit``; what they do is compared (:mod:`hookbridge._conform.replacement`): ``replaces``
+  or where they differ.
+* ``--model MODULE:ATTR``: the run is ``fit`` on the user's model and data instead of check's
+  scripted one (:mod:`hookbridge._conform.model_run`, or the replacement's training).
+
+Exit status: 0 conforms (replaces), 1 does not, 2 bad input (module not found, attribute missing
+or not callable, factory returning the wrong kind of object or failing natively), 3 unknown
+(both worlds failed the same way, or something could not be compared).
+
+Only the named modules are imported (and TensorFlow with the kit, when the check runs).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import json
 import math
-import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
-CONFORMS, DIFFERS, BAD_INPUT = 0, 1, 2
+from hookbridge._migrate.targets import (
+    CheckInputError,
+    GuardedFactory,
+    last_line,
+    resolve,
+)
 
+__all__ = ["CheckInputError", "CheckRequest", "main", "resolve", "run_check"]
 
-class CheckInputError(Exception):
-    """The target of ``hookbridge check`` cannot be checked (exit status 2)."""
+CONFORMS, DIFFERS, BAD_INPUT, UNKNOWN = 0, 1, 2, 3
+#: The run when the user gives neither --steps nor --steps-per-epoch: 2 epochs of 3 steps.
+DEFAULT_STEPS_PER_EPOCH = 3
 
 
 @dataclasses.dataclass
 class CheckRequest:
-    """What to check and how: the parsed command line."""
+    """What to check and how: the parsed command line (``None``: the default)."""
 
     target: str
-    steps: int = 6
-    steps_per_epoch: int | None = 3
+    steps: int | None = None
+    steps_per_epoch: int | None = None
     callback: bool = False
     fmt: str = "text"
+    replaced_by: str | None = None
+    model: str | None = None
 
+    def shape(self) -> tuple[int, int]:
+        """``(steps, steps_per_epoch)``: what the user gave, the rest adapted to it.
 
-# ------------------------------------------------------------------------------ the target
-def _import_module(module: str) -> Any:
-    """Imports ``module`` (a dotted name, or a ``.py`` file path) and nothing else."""
-    if module.endswith(".py") or os.sep in module or "/" in module:
-        if not os.path.isfile(module):
-            raise CheckInputError(f"module file not found: {module!r}.")
-        name = os.path.splitext(os.path.basename(module))[0]
-        spec = importlib.util.spec_from_file_location(name, module)
-        if spec is None or spec.loader is None:
-            raise CheckInputError(f"cannot load {module!r} as a Python module.")
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[name] = loaded
-        _exec_module(module, lambda: spec.loader.exec_module(loaded))  # type: ignore[union-attr]
-        return loaded
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m`: modules of the current directory
-    holder: list[Any] = []
-    _exec_module(module, lambda: holder.append(importlib.import_module(module)))
-    return holder[0]
+        Neither: 2 epochs of :data:`DEFAULT_STEPS_PER_EPOCH`. Only ``--steps-per-epoch K``: 2
+        epochs of K. Only ``--steps N``: the fewest epochs, at least two, that divide N (10: 2
+        of 5; 9: 3 of 3), or one epoch of N when none does (a prime, or 2).
 
-
-def _exec_module(module: str, load: Callable[[], None]) -> None:
-    try:
-        load()
-    except ModuleNotFoundError as e:
-        if e.name and (module == e.name or module.startswith(e.name + ".")):
+        Raises:
+            CheckInputError: a value below 1, or both given and N not a multiple of K.
+        """
+        steps, spe = self.steps, self.steps_per_epoch
+        for flag, value in (("--steps", steps), ("--steps-per-epoch", spe)):
+            if value is not None and value < 1:
+                raise CheckInputError(f"{flag} must be at least 1, received {value}.")
+        if steps is None:
+            spe = spe or DEFAULT_STEPS_PER_EPOCH
+            return 2 * spe, spe
+        if spe is None:
+            epochs = next((e for e in range(2, steps) if steps % e == 0), 1)
+            return steps, steps // epochs
+        if steps % spe:
+            lower, upper = steps - steps % spe, steps - steps % spe + spe
             raise CheckInputError(
-                f"module not found: {module!r} (searched the current directory and sys.path; "
-                "run from your project's root, or set PYTHONPATH)."
-            ) from e
-        raise CheckInputError(f"importing {module!r} failed: {_last_line(e)}") from e
-    except Exception as e:
-        raise CheckInputError(f"importing {module!r} failed: {_last_line(e)}") from e
-
-
-def _last_line(e: BaseException) -> str:
-    return traceback.format_exception_only(type(e), e)[-1].strip()
-
-
-def resolve(target: str) -> Callable[[], Any]:
-    """The factory ``MODULE:ATTR`` names (``ATTR`` may be dotted: ``Class.factory``).
-
-    ``MODULE:CALL`` with a call expression (``hooks:LossHook("loss:0", threshold=0.5)``) is
-    evaluated in the module's namespace on every call: a factory for hooks that take arguments.
-    """
-    call = target.find("(")
-    head = target if call < 0 else target[:call]
-    module, sep, attr = head.rpartition(":")
-    if not sep or not module or not attr:
-        raise CheckInputError(
-            f"expected MODULE:ATTR (e.g. my_project.hooks:make_loss_hook), received {target!r}."
-        )
-    if call >= 0:
-        return _expression_factory(module, attr + target[call:])
-    obj: Any = _import_module(module)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise CheckInputError(f"module {module!r} has no attribute {attr!r}.")
-        obj = getattr(obj, part)
-    if _is_instance_to_check(obj):
-        raise CheckInputError(
-            f"{target} is a {type(obj).__name__} instance, not a factory: name a class or a "
-            "zero-argument function returning a new hook (callback) on every call, e.g. "
-            "`def make_hook(): return MyHook(every_n_iter=2)` (the check builds one per world)."
-        )
-    if not callable(obj):
-        raise CheckInputError(
-            f"{target} is not callable (it is a {type(obj).__name__}): name a class or a "
-            "zero-argument function returning a new hook (callback) on every call."
-        )
-    return obj
-
-
-def _expression_factory(module: str, expression: str) -> Callable[[], Any]:
-    try:
-        code = compile(expression, f"<hookbridge check {expression}>", "eval")
-    except SyntaxError as e:
-        raise CheckInputError(f"{expression!r} is not a Python call expression: {e.msg}.") from e
-    namespace = vars(_import_module(module))
-    # The user's own expression, evaluated as `python -c` would: once per world.
-    return lambda: eval(code, namespace)
-
-
-def _is_instance_to_check(obj: Any) -> bool:
-    return not isinstance(obj, type) and (_is_hook(obj) or _is_callback(obj))
-
-
-def _is_hook(obj: Any) -> bool:
-    return any(c.__name__ == "SessionRunHook" for c in type(obj).__mro__)
-
-
-def _is_callback(obj: Any) -> bool:
-    return hasattr(obj, "set_model") and hasattr(obj, "on_train_batch_end")
-
-
-# ------------------------------------------------------------------------------- the check
-class _GuardedFactory:
-    """Calls the user's factory, remembering a wrong result kind or a native failure."""
-
-    def __init__(self, factory: Callable[[], Any], target: str, callback: bool) -> None:
-        self.factory, self.target, self.callback = factory, target, callback
-        self.calls = 0
-        self.problem: str | None = None
-
-    def __call__(self) -> Any:
-        self.calls += 1
-        try:
-            made = self.factory()
-        except Exception as e:
-            if self.calls == 1:  # natively: the factory itself is broken
-                self.problem = f"the factory {self.target} raised {_last_line(e)}"
-            raise
-        for item in made if isinstance(made, (list, tuple)) else [made]:
-            self._check_kind(item)
-        return made
-
-    def _check_kind(self, item: Any) -> None:
-        if self.callback and not _is_callback(item):
-            want = "a Keras callback"
-            hint = (
-                "drop --callback to check a hook"
-                if _is_hook(item)
-                else "it must return a keras.callbacks.Callback (or a list of them)"
+                f"--steps {steps} must be a multiple of --steps-per-epoch {spe} (Keras runs "
+                f"whole epochs): use --steps {upper}" + (f" or {lower}" if lower else "")
+                + ", or drop --steps-per-epoch to let check choose it."
             )
-        elif not self.callback and not _is_hook(item):
-            want = "a SessionRunHook"
-            hint = (
-                "add --callback to check a Keras callback"
-                if _is_callback(item)
-                else "it must return a tf.compat.v1.train.SessionRunHook (or a list of them)"
-            )
-        else:
-            return
-        self.problem = f"{self.target} returned {type(item).__name__}, not {want}: {hint}."
-        raise CheckInputError(self.problem)
+        return steps, spe
 
 
 @dataclasses.dataclass
@@ -187,39 +94,107 @@ class CheckResult:
     bridged: list
     first_difference: int | None
     diff: str | None
+    #: Both worlds ended with the same failure (the check could not run the hook through).
+    same_failure: str | None = None
 
     @property
     def conforms(self) -> bool:
-        """Whether the native and bridged traces are equal."""
-        return self.first_difference is None
+        """Whether the native and bridged traces are equal (and the run did not fail)."""
+        return self.first_difference is None and self.same_failure is None
+
+    @property
+    def status(self) -> int:
+        """The exit status: :data:`CONFORMS`, :data:`DIFFERS` or :data:`UNKNOWN`."""
+        if self.same_failure is not None:
+            return UNKNOWN
+        return CONFORMS if self.first_difference is None else DIFFERS
 
 
-def run_check(request: CheckRequest) -> CheckResult:
-    """Resolves the target and runs the kit on it.
+@dataclasses.dataclass
+class ReplacementResult:
+    """The outcome of ``check HOOK --replaced-by CALLBACK``."""
+
+    request: CheckRequest
+    replacement: Any  # hookbridge._conform.replacement.Replacement
+
+    @property
+    def status(self) -> int:
+        """:data:`DIFFERS` if anything differs, else :data:`UNKNOWN` if anything could not be
+        compared, else :data:`CONFORMS`."""
+        if self.replacement.differences:
+            return DIFFERS
+        return UNKNOWN if self.replacement.unknown else CONFORMS
+
+
+#: What check's graphs hold (docs/conformance.md says the same): a hook naming anything else
+#: fails in both worlds.
+DEFAULT_GRAPH = (
+    "natively (MonitoredSession): global_step, loss:0 (the batch loss, in the LOSSES "
+    "collection), dense/kernel, dense/bias, learning_rate; under HookCallback: global_step, "
+    "loss:0, running_mean/loss:0, the weight mirrors model/000/kernel, model/001/bias"
+)
+
+
+def _factory(target: str, callback: bool) -> GuardedFactory:
+    return GuardedFactory(resolve(target), target, callback)
+
+
+def _training(request: CheckRequest, steps: int, spe: int) -> Callable[[], Any]:
+    from hookbridge._conform import replacement
+
+    if request.model is None:
+        return replacement.default_training(steps, spe)
+    model = resolve(request.model)
+    if hasattr(model, "fit") and not isinstance(model, type):
+        raise CheckInputError(
+            f"--model {request.model} is a model instance: name a zero-argument function "
+            "returning a new compiled model (and its data) on every call, as check trains one "
+            "per world."
+        )
+    make = replacement.user_training(model, steps, spe, request.model)
+
+    def guarded() -> Any:
+        try:
+            return make()
+        except ValueError as e:
+            raise CheckInputError(str(e)) from e
+        except Exception as e:
+            raise CheckInputError(f"--model {request.model} raised {last_line(e)}") from e
+
+    return guarded
+
+
+def run_check(request: CheckRequest) -> CheckResult | ReplacementResult:
+    """Resolves the target(s) and runs the kit on them.
 
     Raises:
         CheckInputError: bad target, options, or a factory that fails natively.
     """
-    if request.steps < 1:
-        raise CheckInputError(f"--steps must be at least 1, received {request.steps}.")
-    spe = request.steps_per_epoch or request.steps
-    if spe < 1 or request.steps % spe:
+    steps, spe = request.shape()
+    if request.callback and (request.model or request.replaced_by):
         raise CheckInputError(
-            f"--steps {request.steps} must be a positive multiple of --steps-per-epoch {spe} "
-            "(Keras runs whole epochs)."
+            "--callback checks a callback under CallbackHook in a MonitoredSession: "
+            "--model and --replaced-by apply to hooks."
         )
-    factory = _GuardedFactory(resolve(request.target), request.target, request.callback)
+    factory = _factory(request.target, request.callback)
+    if request.replaced_by is not None:
+        return _run_replacement(request, factory, steps, spe)
     from hookbridge._conform import conform
     from hookbridge._conform.trace import first_difference, format_diff
 
-    run = conform.callback_traces if request.callback else conform.hook_traces
     try:
-        traces = run(factory, steps=request.steps, steps_per_epoch=spe)
+        if request.model is not None:
+            from hookbridge._conform.model_run import hook_traces_on_model
+
+            traces = hook_traces_on_model(factory, _training(request, steps, spe), steps)
+        else:
+            run = conform.callback_traces if request.callback else conform.hook_traces
+            traces = run(factory, steps=steps, steps_per_epoch=spe)
     except CheckInputError:
         raise
     except Exception as e:  # reported as one line, never a traceback
         raise CheckInputError(
-            factory.problem or f"the check could not run {request.target}: {_last_line(e)}"
+            factory.problem or f"the check could not run {request.target}: {last_line(e)}"
         ) from e
     if factory.problem:
         raise CheckInputError(factory.problem)
@@ -230,7 +205,68 @@ def run_check(request: CheckRequest) -> CheckResult:
         if index is None
         else format_diff(traces.native, traces.bridged, expected_name="native", actual_name=bridge)
     )
-    return CheckResult(request, traces.native, traces.bridged, index, diff)
+    same = _same_failure(traces, request)
+    return CheckResult(request, traces.native, traces.bridged, index, diff, same)
+
+
+def _same_failure(traces: Any, request: CheckRequest) -> str | None:
+    """Why both worlds failed alike (the same events, then the same kind of error), or None."""
+    from hookbridge._conform.trace import first_difference
+
+    native, bridged = traces.native_error, traces.bridged_error
+    if native is None or bridged is None:
+        return None
+    if first_difference(traces.native[:-1], traces.bridged[:-1]) is not None:
+        return None
+    # TF's "refers to a Tensor which does not exist" natively; the bridge's MissingTensorError
+    # (a KeyError) or TF's own message, depending on where the name was looked up.
+    missing = "does not exist" in str(native) and (
+        isinstance(bridged, KeyError) or "does not exist" in str(bridged)
+    )
+    if type(native) is not type(bridged) and not missing:
+        return None
+    text = (
+        f"it fails the same way natively and under the bridge: natively {_one_line(native)}; "
+        f"under the bridge {_one_line(bridged)}"
+    )
+    if missing:
+        where = (
+            "the graph built for --model (the global step and one float scalar per Keras log "
+            "key: loss and each compiled metric)"
+            if request.model
+            else f"either graph check builds ({DEFAULT_GRAPH})"
+        )
+        text += (
+            f". The tensor is in neither: {where}. This is check's setup, not a divergence: "
+            "pass --model MODULE:ATTR (a function returning your compiled model and its data) "
+            "to run the hook on your model's log tensors, or --replaced-by to prove a callback."
+        )
+    return text
+
+
+def _one_line(e: BaseException) -> str:
+    message = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {message[0] if message else ''}".rstrip(": ")
+
+
+def _run_replacement(
+    request: CheckRequest, hooks: GuardedFactory, steps: int, spe: int
+) -> ReplacementResult:
+    from hookbridge._conform.replacement import compare_replacement
+
+    callbacks = _factory(request.replaced_by or "", True)
+    try:
+        result = compare_replacement(hooks, callbacks, _training(request, steps, spe))
+    except CheckInputError:
+        raise
+    except Exception as e:  # reported as one line, never a traceback
+        problem = hooks.problem or callbacks.problem
+        raise CheckInputError(
+            problem or f"the check could not run {request.target}: {last_line(e)}"
+        ) from e
+    if hooks.problem or callbacks.problem:
+        raise CheckInputError(hooks.problem or callbacks.problem or "")
+    return ReplacementResult(request, result)
 
 
 # ---------------------------------------------------------------------------------- output
@@ -248,20 +284,66 @@ def _jsonable(value: Any) -> Any:
 
 def _describe(request: CheckRequest) -> str:
     kind = "callback" if request.callback else "hook"
-    spe = request.steps_per_epoch or request.steps
-    return f"{request.target} ({kind}, {request.steps} steps, {spe} per epoch)"
+    steps, spe = request.shape()
+    model = f", on {request.model}" if request.model else ""
+    return f"{request.target} ({kind}, {steps} steps, {spe} per epoch{model})"
 
 
-def report(result: CheckResult, out: TextIO) -> None:
+_VERDICT = {CONFORMS: "replaces", DIFFERS: "does NOT replace", UNKNOWN: "cannot tell"}
+
+
+def _report_replacement(result: ReplacementResult, out: TextIO) -> None:
+    request, r = result.request, result.replacement
+    steps, spe = request.shape()
+    if request.fmt == "json":
+        payload = {
+            "target": request.target,
+            "replaced_by": request.replaced_by,
+            "model": request.model,
+            "steps": steps,
+            "steps_per_epoch": spe,
+            "replaces": result.status == CONFORMS,
+            "status": _VERDICT[result.status],
+            "differences": r.differences,
+            "unknown": r.unknown,
+            "compared": r.compared,
+            "hook": {"logs": r.hook.logs, "files": sorted(r.hook.outputs),
+                     "stopped_at": r.hook.stopped_at, "error": r.hook.error},
+            "callback": {"logs": r.callback.logs, "files": sorted(r.callback.outputs),
+                         "stopped_at": r.callback.stopped_at, "error": r.callback.error},
+        }
+        out.write(json.dumps(_jsonable(payload), indent=2) + "\n")
+        return
+    model = f", on {request.model}" if request.model else ""
+    out.write(
+        f"{request.target} replaced by {request.replaced_by} ({steps} steps, {spe} per epoch"
+        f"{model}): {_VERDICT[result.status]}\n"
+    )
+    for title, lines in (("differs", r.differences), ("not compared", r.unknown)):
+        if lines:
+            out.write(f"  {title}:\n" + "".join(f"    - {line}\n" for line in lines))
+    out.write("  compared: " + "; ".join(r.compared) + "\n")
+
+
+def report(result: CheckResult | ReplacementResult, out: TextIO) -> None:
     """Writes ``result`` in the request's format."""
+    if isinstance(result, ReplacementResult):
+        _report_replacement(result, out)
+        return
     request = result.request
+    steps, spe = request.shape()
     if request.fmt == "json":
         payload = {
             "target": request.target,
             "direction": "callback" if request.callback else "hook",
-            "steps": request.steps,
-            "steps_per_epoch": request.steps_per_epoch or request.steps,
+            "model": request.model,
+            "steps": steps,
+            "steps_per_epoch": spe,
             "conforms": result.conforms,
+            "status": {CONFORMS: "conforms", DIFFERS: "differs", UNKNOWN: "unknown"}[
+                result.status
+            ],
+            "same_failure": result.same_failure,
             "first_difference": result.first_difference,
             "native": _jsonable(result.native),
             "bridged": _jsonable(result.bridged),
@@ -274,7 +356,9 @@ def report(result: CheckResult, out: TextIO) -> None:
         if request.callback
         else ("MonitoredSession", "HookCallback in Keras fit")
     )
-    if result.conforms:
+    if result.same_failure is not None:
+        out.write(f"{_describe(request)}: cannot tell\n  {result.same_failure}\n")
+    elif result.conforms:
         out.write(
             f"{_describe(request)}: conforms\n"
             f"  {native} and {bridged} gave the same {len(result.native)} events.\n"
@@ -284,7 +368,8 @@ def report(result: CheckResult, out: TextIO) -> None:
 
 
 def main(request: CheckRequest, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Runs ``hookbridge check``; returns its exit status (0 conforms, 1 differs, 2 bad input)."""
+    """Runs ``hookbridge check``; returns its exit status (0 conforms, 1 differs, 2 bad input,
+    3 unknown)."""
     try:
         result = run_check(request)
     except CheckInputError as e:
@@ -293,4 +378,4 @@ def main(request: CheckRequest, out: TextIO = sys.stdout, err: TextIO = sys.stde
             out.write(json.dumps({"target": request.target, "error": str(e)}, indent=2) + "\n")
         return BAD_INPUT
     report(result, out)
-    return CONFORMS if result.conforms else DIFFERS
+    return result.status

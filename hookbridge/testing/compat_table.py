@@ -1,8 +1,9 @@
 """Renders docs/compatibility.md from what the conformance suite ran, and keeps it honest.
 
-``python -m hookbridge.testing.compat_table [RESULTS_DIR] [OUTPUT]`` reads every
-``<stack>.json`` the suite wrote (default ``hookbridge/data/conformance``) and writes the table
-(default ``docs/compatibility.md``). Nothing in the table is written by hand.
+``python -m hookbridge.testing.compat_table [RESULTS_DIR] [OUTPUT] [NIGHTLY_DIR]`` reads every
+``<stack>.json`` the suite wrote (default ``hookbridge/data/conformance``; the development builds'
+of ``tox -e nightly`` from ``tests/conformance/nightly``) and writes the table (default
+``docs/compatibility.md``). Nothing in the table is written by hand.
 
 The conformance suite (``tests/conformance/conftest.py``) compares what it measures on a stack
 with that stack's committed results (:func:`differences`) and fails the run when they differ;
@@ -30,8 +31,65 @@ _MARK = {
 }
 
 
-def render(results: list[dict]) -> str:
-    """The markdown page for the loaded result files (one per stack)."""
+def render(results: list[dict], nightly: list[dict] | None = None) -> str:
+    """The markdown page for the loaded result files (one per stack).
+
+    Args:
+        results: the release stacks' results (``hookbridge/data/conformance``).
+        nightly: results of ``tox -e nightly`` on TensorFlow/Keras development builds
+            (``tests/conformance/nightly``), rendered in their own section.
+    """
+    page = _render_release(results)
+    if nightly:
+        page += _render_nightly(nightly, results)
+    return page
+
+
+def _render_nightly(nightly: list[dict], release: list[dict]) -> str:
+    """The "Next TensorFlow" section: each development stack against the release stacks."""
+    lines = [
+        "",
+        "## Next TensorFlow (development builds, opt-in)",
+        "",
+        "Measured with `tox -e nightly` (`tf-nightly` and `keras-nightly`; not in the default",
+        "envlist): the conformance rows, `tests/test_tfcompat.py` (every private API hookbridge",
+        "touches) and the bridges' own tests. What moved there moves in the next release.",
+        "",
+        "| stack | TensorFlow | Keras | hookbridge | measured (UTC) | tests passed | failed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(nightly, key=lambda r: r["stack"]):
+        tests = r.get("tests", {})
+        failed = tests.get("failed", [])
+        lines.append(
+            f"| `{r['stack']}` | {r.get('tensorflow', '')} | {r.get('keras', '')} | "
+            f"{r.get('hookbridge', '?')} | {r.get('measured', '?')} | "
+            f"{tests.get('passed', '?')} | {len(failed)} |"
+        )
+    for r in sorted(nightly, key=lambda r: r["stack"]):
+        keras3 = r["stack"].endswith("keras3")
+        base = [s for s in release if s["stack"].endswith("keras3") == keras3]
+        base = sorted(base, key=lambda s: s["stack"])[-1:]  # the latest release of that family
+        changed = []
+        for row, v in sorted(r["results"].items()):
+            then = base[0]["results"].get(row) if base else None
+            if then is None or then["status"] != v["status"]:
+                was = _MARK.get(then["status"], then["status"]) if then else "not measured"
+                now = _MARK.get(v["status"], v["status"])
+                changed.append(f"- `{row}`: {now} (was {was} on `{base[0]['stack']}`)" if base
+                               else f"- `{row}`: {now}")
+        lines += ["", f"`{r['stack']}`: {len(r['results'])} conformance rows measured, "
+                  + (f"{len(changed)} differ from `{base[0]['stack']}`:" if changed and base
+                     else (f"the same outcomes as `{base[0]['stack']}`." if base else ""))]
+        if changed:
+            lines += [""] + changed
+        failed = r.get("tests", {}).get("failed", [])
+        if failed:
+            lines += ["", "Failed tests:", ""] + [f"- `{t}`" for t in failed]
+    return "\n".join(lines) + "\n"
+
+
+def _render_release(results: list[dict]) -> str:
     stacks = sorted(results, key=lambda r: r["stack"])
     lines = [
         "# Compatibility",
@@ -128,19 +186,30 @@ def updated(committed: dict, measured: dict[str, dict], meta: dict[str, Any]) ->
     return data
 
 
-def write_page(results_dir: pathlib.Path, output: pathlib.Path) -> int:
-    """Renders ``output`` from every results file in ``results_dir``; returns how many."""
-    files = sorted(results_dir.glob("*.json"))
-    if files:
-        output.write_text(render([json.loads(f.read_text()) for f in files]))
-    return len(files)
+def load(results_dir: pathlib.Path | None) -> list[dict]:
+    """Every ``<stack>.json`` in ``results_dir`` (none if it is None or absent)."""
+    if results_dir is None:
+        return []
+    return [json.loads(f.read_text()) for f in sorted(results_dir.glob("*.json"))]
+
+
+def write_page(
+    results_dir: pathlib.Path, output: pathlib.Path, nightly_dir: pathlib.Path | None = None
+) -> int:
+    """Renders ``output`` from every results file in ``results_dir`` (and the development
+    builds' in ``nightly_dir``); returns how many release stacks."""
+    results = load(results_dir)
+    if results:
+        output.write_text(render(results, load(nightly_dir)))
+    return len(results)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     results_dir = pathlib.Path(argv[0] if argv else "hookbridge/data/conformance")
     output = pathlib.Path(argv[1] if len(argv) > 1 else "docs/compatibility.md")
-    count = write_page(results_dir, output)
+    nightly = pathlib.Path(argv[2] if len(argv) > 2 else "tests/conformance/nightly")
+    count = write_page(results_dir, output, nightly)
     if not count:
         print(
             f"no results in {results_dir}: run the conformance suite first "

@@ -24,7 +24,11 @@ STACK = f"tf{'.'.join(tf.__version__.split('.')[:2])}-" + (
     "keras3" if KERAS3 else ("tf_keras" if os.environ.get("TF_USE_LEGACY_KERAS") else "keras2")
 )
 # The one copy of the results: the package data `hookbridge scan` reads.
-RESULTS_DIR = pathlib.Path(__file__).parents[2] / "hookbridge" / "data" / "conformance"
+RELEASE_RESULTS_DIR = pathlib.Path(__file__).parents[2] / "hookbridge" / "data" / "conformance"
+# `tox -e nightly` measures development builds of TF/Keras: their results go beside this file
+# (tests/conformance/nightly/), never into the package data `scan` reads.
+NIGHTLY_RESULTS_DIR = pathlib.Path(__file__).parent / "nightly"
+RESULTS_DIR = pathlib.Path(os.environ.get("HOOKBRIDGE_RESULTS_DIR") or RELEASE_RESULTS_DIR)
 PAGE = pathlib.Path(__file__).parents[2] / "docs" / "compatibility.md"
 UPDATE = os.environ.get("HOOKBRIDGE_UPDATE_RESULTS") == "1"
 REGENERATE = (
@@ -88,6 +92,20 @@ def pytest_runtest_makereport(item, call):
         _results[f"{kind}:{name}"] = {"kind": kind, "name": name, "status": status, "note": note}
 
 
+def _session_outcomes(session) -> dict:
+    """How many tests of the whole run passed, and which failed (a nightly run's findings)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = reporter.stats if reporter is not None else {}
+    failed = sorted(
+        {r.nodeid for key in ("failed", "error") for r in stats.get(key, []) if r.nodeid}
+    )
+    return {
+        "passed": len([r for r in stats.get("passed", []) if r.when == "call"]),
+        "failed": failed,
+        "skipped": len(stats.get("skipped", [])),
+    }
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not _results:
         return
@@ -104,10 +122,12 @@ def pytest_sessionfinish(session, exitstatus):
             "hookbridge": hookbridge.__version__,
             "measured": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         }
+        if RESULTS_DIR != RELEASE_RESULTS_DIR:  # nightly: also what the rest of the run found
+            meta["tests"] = _session_outcomes(session)
         RESULTS_DIR.mkdir(exist_ok=True)
         data = compat_table.updated(committed, _results, meta)
         path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        compat_table.write_page(RESULTS_DIR, PAGE)
+        compat_table.write_page(RELEASE_RESULTS_DIR, PAGE, NIGHTLY_RESULTS_DIR)
         return
     lines = compat_table.differences(committed, _results, versions)
     if not lines:

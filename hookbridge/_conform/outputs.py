@@ -1,0 +1,231 @@
+"""What a training run left behind, read back with real readers, and where two runs differ.
+
+:func:`read_outputs` turns a run's folder into comparable records: TensorFlow checkpoints (every
+variable, read with ``tf.train.load_checkpoint``), event files (every scalar and tensor value per
+tag and step, read with TensorBoard's ``EventAccumulator``, one record per folder: their file
+names hold a time and a host), CSV files (cells, numbers as numbers), other text files (lines),
+and other files (their bytes). :func:`compare_outputs` says where two such reads differ, and what
+it could not compare (a binary file whose bytes differ may still be equivalent: "unknown", never
+"same").
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import logging
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+#: Relative tolerance for numbers read back from files (float32 round-off of the same value).
+RTOL = 1e-5
+_CKPT_DATA = re.compile(r"^(?P<prefix>.+)\.data-\d{5}-of-\d{5}$")
+#: Lines of a ``checkpoint`` state file that hold a time (they differ between any two runs).
+_TIMESTAMP_LINE = re.compile(r"^\s*(all_model_checkpoint_timestamps|last_preserved_timestamp)")
+
+
+@dataclasses.dataclass
+class Output:
+    """One thing a run wrote: ``kind`` (checkpoint, events, csv, text, bytes) and its content."""
+
+    kind: str
+    content: Any
+
+
+def read_outputs(root: str, replace: dict[str, str] | None = None) -> dict[str, Output]:
+    """Everything under ``root``, keyed by path relative to it (checkpoints by prefix, event
+    files by folder: ``<folder>/events.out.tfevents.*``).
+
+    Args:
+        root: the run's folder.
+        replace: strings to replace in text content (the run's own folder, which differs
+            between runs, by a placeholder).
+    """
+    replace = replace or {}
+    files = sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
+    )
+    outputs: dict[str, Output] = {}
+    checkpoints = {m.group("prefix") for f in files if (m := _CKPT_DATA.match(f))}
+    event_dirs = {os.path.dirname(f) for f in files if "tfevents" in os.path.basename(f)}
+    for prefix in sorted(checkpoints):
+        outputs[prefix] = Output("checkpoint", _read_checkpoint(os.path.join(root, prefix)))
+    for folder in sorted(event_dirs):
+        key = os.path.join(folder, "events.out.tfevents.*")
+        try:
+            outputs[key] = Output("events", _read_events(os.path.join(root, folder)))
+        except ImportError:  # TF >= 2.21 does not bring tensorboard
+            outputs[key] = Output("unread", "event files: install tensorboard to read them")
+    for name in files:
+        base = os.path.basename(name)
+        if "tfevents" in base or _CKPT_DATA.match(name) or name.endswith(".index") and (
+            name[: -len(".index")] in checkpoints
+        ):
+            continue
+        outputs[name] = _read_file(os.path.join(root, name), base, replace)
+    return outputs
+
+
+def _read_checkpoint(prefix: str) -> dict[str, Any]:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    return {
+        name: reader.get_tensor(name)
+        for name in sorted(reader.get_variable_to_shape_map())
+        if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")
+    }
+
+
+def _read_events(folder: str) -> dict[str, Any]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import tensorflow as tf
+
+    acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
+    quiet = logging.getLogger("tensorboard")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "more than one graph event per run": not a finding here
+    try:
+        acc.Reload()
+    finally:
+        quiet.setLevel(level)
+    tags = acc.Tags()
+    content: dict[str, Any] = {}
+    for tag in tags.get("scalars", []):
+        content[f"scalar {tag}"] = [(e.step, e.value) for e in acc.Scalars(tag)]
+    for tag in tags.get("tensors", []):
+        values = []
+        for e in acc.Tensors(tag):
+            array = tf.make_ndarray(e.tensor_proto)
+            values.append((e.step, array.tolist() if array.dtype.kind != "O" else "<bytes>"))
+        content[f"tensor {tag}"] = values
+    for tag in tags.get("histograms", []):
+        content[f"histogram {tag}"] = [(e.step, e.histogram_value.num) for e in acc.Histograms(tag)]
+    for tag in tags.get("images", []):
+        content[f"image {tag}"] = [(e.step, "<image>") for e in acc.Images(tag)]
+    return content
+
+
+def _read_file(path: str, base: str, replace: dict[str, str]) -> Output:
+    data = open(path, "rb").read()
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return Output("bytes", data)
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    if base == "checkpoint":  # TF's checkpoint state: paths and times
+        lines = [line for line in text.splitlines() if not _TIMESTAMP_LINE.match(line)]
+        return Output("text", lines)
+    if base.endswith(".csv"):
+        rows = [[_number(cell) for cell in row] for row in csv.reader(text.splitlines())]
+        return Output("csv", rows)
+    return Output("text", text.splitlines())
+
+
+def _number(cell: str) -> Any:
+    try:
+        return int(cell)
+    except ValueError:
+        try:
+            return float(cell)
+        except ValueError:
+            return cell
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two read-back values are equal (numbers within :data:`RTOL`, NaN equal NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.allclose(a, b, rtol=RTOL, atol=0.0, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        return math.isclose(a, b, rel_tol=RTOL, abs_tol=0.0)
+    return a == b
+
+
+def compare_outputs(
+    left: dict[str, Output], right: dict[str, Output], *, left_name: str, right_name: str
+) -> tuple[list[str], list[str], list[str]]:
+    """Where two runs' outputs differ.
+
+    Returns:
+        ``(differences, unknown, same)``: one line per difference, per file that could not be
+        compared (binary, bytes differ), per file found equal.
+    """
+    differences: list[str] = []
+    unknown: list[str] = []
+    same: list[str] = []
+    for name in sorted(set(left) | set(right)):
+        a, b = left.get(name), right.get(name)
+        if a is None or b is None:
+            who = left_name if b is None else right_name
+            kind = (a or b).kind  # type: ignore[union-attr]
+            differences.append(f"{name} ({kind}): written only by {who}")
+            continue
+        if a.kind != b.kind:
+            differences.append(f"{name}: a {a.kind} file from {left_name}, {b.kind} from {right_name}")
+            continue
+        if a.kind == "unread":
+            unknown.append(f"{name}: {a.content}")
+            continue
+        if a.kind == "bytes":
+            (same if a.content == b.content else unknown).append(
+                name if a.content == b.content else f"{name}: binary, bytes differ (not read)"
+            )
+            continue
+        found = _content_differences(a, b, left_name, right_name)
+        if found:
+            differences += [f"{name} ({a.kind}): {line}" for line in found]
+        else:
+            same.append(name)
+    return differences, unknown, same
+
+
+def _content_differences(a: Output, b: Output, left_name: str, right_name: str) -> list[str]:
+    if a.kind in ("checkpoint", "events"):
+        lines = []
+        for key in sorted(set(a.content) | set(b.content)):
+            if key not in b.content:
+                lines.append(f"{key} only from {left_name}")
+            elif key not in a.content:
+                lines.append(f"{key} only from {right_name}")
+            elif not same_value(a.content[key], b.content[key]):
+                lines.append(
+                    f"{key}: {left_name} {_short(a.content[key])}, "
+                    f"{right_name} {_short(b.content[key])}"
+                )
+        return lines
+    rows_a, rows_b = a.content, b.content
+    for i in range(max(len(rows_a), len(rows_b))):
+        ra = rows_a[i] if i < len(rows_a) else "(no line)"
+        rb = rows_b[i] if i < len(rows_b) else "(no line)"
+        if not same_value(ra, rb):
+            return [
+                f"first difference at line {i + 1}: {left_name} {ra!r}, {right_name} {rb!r} "
+                f"({len(rows_a)} lines vs {len(rows_b)})"
+            ]
+    return []
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    if isinstance(value, (np.ndarray, np.generic)):
+        value = value.tolist()
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -195,3 +195,73 @@ def hookbridge_label(model, i):
     from hookbridge._migrate.assignment import weight_labels
 
     return weight_labels(model)[i]
+
+
+# ------------------------------------------------------------------ linear parts, combined
+COLUMNS = {"b": 0.5, "a": -2.0, "c": 3.0}  # declared order b, a, c; the Estimator's: a, b, c
+FEATURES = {k: np.random.default_rng(i).normal(size=(8, 1)).astype("float32")
+            for i, k in enumerate(COLUMNS)}
+
+
+def _linear_checkpoint(directory):
+    """A TF1 linear model as ``LinearRegressor`` names it: one [1, 1] weight per column."""
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        for name, value in COLUMNS.items():
+            v1.get_variable(f"linear/linear_model/{name}/weights", [1, 1],
+                            initializer=v1.constant_initializer(value))
+        v1.get_variable("linear/linear_model/bias_weights", [1],
+                        initializer=v1.constant_initializer(0.25))
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(step.assign(7))
+            prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"), global_step=7)
+    native = sum(FEATURES[k] * w for k, w in COLUMNS.items()) + 0.25
+    return prefix, native
+
+
+def _linear_model(order):
+    inputs = {k: keras.Input((1,), name=k) for k in order}
+    out = keras.layers.Dense(1, name="linear")(
+        keras.layers.Concatenate()([inputs[k] for k in order])
+    )
+    model = keras.Model(inputs, out)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def test_auto_stacks_the_column_weights_in_the_estimators_order(tmp_path):
+    prefix, native = _linear_checkpoint(tmp_path)
+    model = _linear_model(["a", "b", "c"])
+    out = io.StringIO()
+    hookbridge.restore_checkpoint(model, prefix, "auto", dry_run=out)
+    assert [line.split()[0] for line in out.getvalue().splitlines()[1:5]] == [
+        "linear/linear_model/a/weights",
+        "linear/linear_model/b/weights",
+        "linear/linear_model/c/weights",
+        "linear/linear_model/bias_weights",
+    ]
+    assert "-> linear/kernel [3, 1] rows 1:2" in out.getvalue().splitlines()[2]
+    assert hookbridge.restore_checkpoint(model, prefix, "auto") == 7
+    np.testing.assert_allclose(model.weights[0].numpy()[:, 0], [-2.0, 0.5, 3.0])
+    np.testing.assert_allclose(model.predict(FEATURES, verbose=0), native, rtol=1e-6)
+
+
+def test_a_feature_order_mismatch_is_an_error(tmp_path):
+    prefix, _ = _linear_checkpoint(tmp_path)
+    model = _linear_model(["b", "a", "c"])  # declared order: the Estimator sorted by name
+    with pytest.raises(ValueError, match=r"concatenates the features in the order \['b', 'a', "
+                       r"'c'\], the Estimator in the order \['a', 'b', 'c'\]"):
+        hookbridge.restore_checkpoint(model, prefix, "auto")
+
+
+def test_an_explicit_tuple_stacks_in_the_given_order(tmp_path):
+    prefix, native = _linear_checkpoint(tmp_path)
+    model = _linear_model(["b", "a", "c"])
+    names = tuple(f"linear/linear_model/{k}/weights" for k in ("b", "a", "c"))
+    assert hookbridge.restore_checkpoint(model, prefix, {names: "linear/kernel", "*": "auto"}) == 7
+    np.testing.assert_allclose(model.predict(FEATURES, verbose=0), native, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"\[1, 1\] \+ \[1, 1\] to Keras weight linear/kernel of "
+                       r"shape \[3, 1\] \(stacked by rows\)"):
+        hookbridge.restore_checkpoint(model, prefix, {names[:2]: "linear/kernel", "*": "auto"})

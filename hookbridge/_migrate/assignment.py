@@ -25,6 +25,10 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+import numpy as np
+
+from hookbridge._migrate import linear as _linear
+
 #: Leaf names TF1 optimizers give their slot and accumulator variables.
 _SLOT_LEAVES = re.compile(
     r"^(Adam(_\d+)?|Momentum|Adagrad|AdagradDA(_\d+)?|RMSProp(_\d+)?|Ftrl(_\d+)?|Adadelta(_\d+)?|"
@@ -53,14 +57,31 @@ class Plan:
     unused: list[str]
     slots: list[str]
 
+    def rows(self) -> dict[str, tuple[int, int, int]]:
+        """``{name: (weight index, first row, end row)}`` for names stacked into one weight."""
+        by_weight: dict[int, list[str]] = {}
+        for name, i in self.pairs:
+            by_weight.setdefault(i, []).append(name)
+        out = {}
+        for i, names in by_weight.items():
+            if len(names) > 1:
+                start = 0
+                for name in names:
+                    rows = self.ckpt_shapes[name][0]
+                    out[name] = (i, start, start + rows)
+                    start += rows
+        return out
+
     def format(self) -> str:
         """The plan as the dry run prints it: ``checkpoint name [shape] -> Keras weight``."""
         width = max([len(c) for c, _ in self.pairs] + [len(GLOBAL_STEP), 10])
         lines = [f"restore_checkpoint dry run: {self.prefix}"]
+        rows = self.rows()
         for name, i in self.pairs:
+            part = f" rows {rows[name][1]}:{rows[name][2]}" if name in rows else ""
             lines.append(
                 f"  {name:<{width}} {_shape(self.ckpt_shapes[name]):<12} -> "
-                f"{self.labels[i]} {_shape(self.weight_shapes[i])}"
+                f"{self.labels[i]} {_shape(self.weight_shapes[i])}{part}"
             )
         if self.step is not None:
             lines.append(
@@ -176,31 +197,24 @@ def _is_optimizer_state(name: str, names: set[str]) -> bool:
     )
 
 
-def _checkpoint_layers(names: Sequence[str]) -> list[list[str]]:
-    layers: dict[str, list[str]] = {}
-    for name in names:
-        layers.setdefault(name.rpartition("/")[0], []).append(name)
-    return [layers[k] for k in sorted(layers, key=_natural_key)]
-
-
 def _match_layer(
     weights: Sequence[int],
-    variables: Sequence[str],
+    sources: Sequence[_linear.Source],
     labels: Sequence[str],
     weight_shapes: Sequence[tuple[int, ...]],
     ckpt_shapes: Mapping[str, tuple[int, ...]],
 ) -> list[tuple[str, int]] | None:
     """Pairs for one Keras layer and one checkpoint layer, or ``None`` if they do not fit."""
-    if len(weights) != len(variables):
+    if len(weights) != len(sources):
         return None
-    by_leaf = {v.rpartition("/")[2]: v for v in variables}
+    by_leaf = {leaf: source for source, leaf in zip(sources, (s[1] for s in sources))}
     leaves = [labels[i].rpartition("/")[2] for i in weights]
-    if set(leaves) == set(by_leaf):
-        pairs = [(by_leaf[leaf], i) for leaf, i in zip(leaves, weights)]
+    if set(leaves) == set(by_leaf) and len(by_leaf) == len(sources):
+        matched = [(by_leaf[leaf], i) for leaf, i in zip(leaves, weights)]
     else:
-        pairs = list(zip(variables, weights))
-    if all(ckpt_shapes[v] == weight_shapes[i] for v, i in pairs):
-        return pairs
+        matched = list(zip(sources, weights))
+    if all(_linear.source_shape(src, ckpt_shapes) == weight_shapes[i] for src, i in matched):
+        return [(name, i) for src, i in matched for name in src[0]]
     return None
 
 
@@ -213,14 +227,15 @@ def _auto_pairs(
 ) -> list[tuple[str, int]]:
     free = set(free_weights)
     keras_layers = [[i for i in g if i in free] for g in _keras_layers(labels)]
-    ckpt_layers = _checkpoint_layers(free_variables)
+    layers = _linear.sources(free_variables)
+    ckpt_layers = [srcs for _, srcs in sorted(layers, key=lambda kv: _natural_key(kv[0]))]
     used = [False] * len(ckpt_layers)
     pairs: list[tuple[str, int]] = []
     for layer in filter(None, keras_layers):
-        for k, variables in enumerate(ckpt_layers):
+        for k, sources in enumerate(ckpt_layers):
             if used[k]:
                 continue
-            matched = _match_layer(layer, variables, labels, weight_shapes, ckpt_shapes)
+            matched = _match_layer(layer, sources, labels, weight_shapes, ckpt_shapes)
             if matched is not None:
                 used[k] = True
                 pairs.extend(matched)
@@ -290,34 +305,42 @@ def _hookbridge_names(
 
 
 def _explicit_pairs(
-    explicit: Mapping[str, WeightRef],
+    explicit: Mapping[str | tuple[str, ...], WeightRef],
     model: Any,
     labels: Sequence[str],
     shapes: Mapping[str, tuple[int, ...]],
     weight_shapes: Sequence[tuple[int, ...]],
     prefix: str,
 ) -> list[tuple[str, int]]:
+    """Pairs of explicit entries; a tuple of names fills one Keras weight, their rows stacked in
+    the tuple's order (per-column ``[1, units]`` weights into one ``Dense`` kernel)."""
     pairs: list[tuple[str, int]] = []
     owner: dict[int, str] = {}
-    for name, ref in explicit.items():
-        if name not in shapes:
-            raise ValueError(
-                f"restore_checkpoint: assignment_map names checkpoint variable {name!r}, which "
-                f"{prefix!r} does not hold; it holds {describe_checkpoint(shapes)}."
-            )
+    for key, ref in explicit.items():
+        names = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+        for name in names:
+            if name not in shapes:
+                raise ValueError(
+                    f"restore_checkpoint: assignment_map names checkpoint variable {name!r}, "
+                    f"which {prefix!r} does not hold; it holds {describe_checkpoint(shapes)}."
+                )
         i = _weight_index(ref, model, labels)
+        shown = names[0] if len(names) == 1 else names
         if i in owner:
             raise ValueError(
-                f"restore_checkpoint: assignment_map assigns both {owner[i]!r} and {name!r} to "
-                f"Keras weight {labels[i]}; keep one."
+                f"restore_checkpoint: assignment_map assigns both {owner[i]!r} and {shown!r} to "
+                f"Keras weight {labels[i]}; keep one (a tuple of names stacks several)."
             )
-        if shapes[name] != weight_shapes[i]:
+        shape = _linear.source_shape((names, ""), shapes)
+        if shape != weight_shapes[i]:
+            got = " + ".join(_shape(shapes[n]) for n in names)
             raise ValueError(
-                f"restore_checkpoint: assignment_map assigns {name!r} {_shape(shapes[name])} to "
-                f"Keras weight {labels[i]} of shape {_shape(weight_shapes[i])}."
+                f"restore_checkpoint: assignment_map assigns {shown!r} {got} to Keras weight "
+                f"{labels[i]} of shape {_shape(weight_shapes[i])}"
+                + (" (stacked by rows)." if len(names) > 1 else ".")
             )
-        owner[i] = name
-        pairs.append((name, i))
+        owner[i] = shown  # type: ignore[assignment]
+        pairs.extend((name, i) for name in names)
     return pairs
 
 
@@ -360,16 +383,22 @@ def restore_mapped(
             "entries {checkpoint name: Keras weight} (with '*': 'auto' for the rest); "
             "dry_run=True prints the proposal."
         )
-    values: list[Any] = [None] * len(the_plan.labels)
+    check_feature_order(model, the_plan)
+    parts: dict[int, list[Any]] = {}
     for name, i in the_plan.pairs:
-        values[i] = reader.get_tensor(name)
+        parts.setdefault(i, []).append(reader.get_tensor(name))
+    values: list[Any] = [None] * len(the_plan.labels)
+    for i, arrays in parts.items():
+        values[i] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
     if apply is None:
         return values, step
     apply(model, values, step)
     if the_plan.slots:
         from hookbridge._migrate import optimizer_state
 
-        missed = optimizer_state.restore(model, reader, the_plan.slots, the_plan.pairs, step)
+        missed = optimizer_state.restore(
+            model, reader, the_plan.slots, the_plan.pairs, step, the_plan.rows()
+        )
         if missed:
             warnings.warn(
                 f"restore_checkpoint: {prefix!r} holds optimizer state that was not loaded into "
@@ -407,3 +436,16 @@ def propose_assignment(model: Any, path: str | os.PathLike) -> dict[str, str]:
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     proposal = plan(model, prefix, shapes, "auto")
     return {name: proposal.labels[i] for name, i in proposal.pairs}
+
+
+def check_feature_order(model: Any, the_plan: Plan) -> None:
+    """Raises when the model concatenates inputs named after a linear model's columns in
+    another order than the rows its kernel was filled in (``hookbridge/_migrate/linear.py``)."""
+    rows = the_plan.rows()
+    by_weight: dict[int, list[str]] = {}
+    for name, i in the_plan.pairs:
+        column = _linear.column(name)
+        if column is not None and (name in rows or the_plan.ckpt_shapes[name][0] == 1):
+            by_weight.setdefault(i, []).append(column)
+    for columns in by_weight.values():
+        _linear.check_feature_order(model, columns)

@@ -198,13 +198,16 @@ def _checkpoint_names(
         for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
         if v.op.name.startswith(f"{WEIGHTS_SCOPE}/")
     }
-    var_list = {name: mirrors[i] for name, i in plan.pairs}
+    rows = plan.rows()  # variables stacked into one Keras weight are written as its rows
+    var_list = {name: mirrors[i] for name, i in plan.pairs if name not in rows}
     var_list[_assignment.GLOBAL_STEP] = global_step
     writer = None
-    if plan.slots or plan.unused:
+    if plan.slots or plan.unused or rows:
         # Every name the Estimator's Saver will look for: its optimizer state from Keras, and
         # its variables no Keras weight holds as they were (else NotFoundError on the way back).
-        writer = optimizer_state.Writer(tf, model, reader, plan.slots, plan.pairs, plan.unused)
+        writer = optimizer_state.Writer(
+            tf, model, reader, plan.slots, plan.pairs, plan.unused, rows
+        )
         var_list.update(writer.var_list)
     if plan.unused:
         warnings.warn(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -169,9 +169,11 @@ def restore(
     names: Sequence[str],
     pairs: Sequence[tuple[str, int]],
     step: int,
+    rows: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> list[str]:
     """Loads the optimizer state ``names`` into ``model.optimizer``; returns what it did not
-    load, each as ``name (why)``. The optimizer is built first (its slots created)."""
+    load, each as ``name (why)``. The optimizer is built first (its slots created). ``rows``:
+    ``{variable: (weight index, first row, end row)}`` for variables stacked into one weight."""
     from hookbridge import _tfcompat
 
     optimizer = getattr(model, "optimizer", None)
@@ -181,6 +183,7 @@ def restore(
         return [f"{n} (the model has no optimizer: compile it first)" for n in names]
     family = keras_family(optimizer)
     missed: list[str] = []
+    pending: dict[int, tuple[Any, Any]] = {}
     with _tfcompat.eager():
         _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
         for s in state.slots:
@@ -193,7 +196,16 @@ def restore(
             value = np.asarray(reader.get_tensor(s.name))
             if s.tf1_momentum:
                 value = -_lr(optimizer) * value
-            target.assign(value.astype(np.asarray(target).dtype).reshape(tuple(target.shape)))
+            if id(target) not in pending:
+                pending[id(target)] = (target, np.array(target))
+            buffer = pending[id(target)][1]
+            if rows and s.var in rows:
+                _, start, end = rows[s.var]
+                buffer[start:end] = value.reshape(buffer[start:end].shape)
+            else:
+                buffer[...] = value.reshape(buffer.shape)
+        for target, buffer in pending.values():
+            target.assign(buffer)
         b = {1: getattr(optimizer, "beta_1", None), 2: getattr(optimizer, "beta_2", None)}
         for name, n in state.powers.items():
             if family != "adam" or b[n] is None:
@@ -280,8 +292,10 @@ class Writer:
         names: Sequence[str],
         pairs: Sequence[tuple[str, int]],
         unchanged: Sequence[str] = (),
+        rows: Mapping[str, tuple[int, int, int]] | None = None,
     ) -> None:
         self.model = model
+        self.rows = dict(rows or {})
         variables = {name: i for name, i in pairs}
         self.state = classify(names, set(variables))
         self.variables = variables
@@ -293,7 +307,7 @@ class Writer:
         v1 = tf.compat.v1
         assigns = []
         with tf.name_scope("hookbridge/"):
-            for index, name in enumerate(sorted([*names, *unchanged])):
+            for index, name in enumerate(sorted([*names, *unchanged, *self.rows])):
                 value = np.asarray(reader.get_tensor(name))
                 self._initial[name] = value
                 var = v1.get_variable(
@@ -316,6 +330,11 @@ class Writer:
         model, state = self.model, self.state
         optimizer = getattr(model, "optimizer", None)
         out = dict(self._initial)
+        if self.rows:
+            weights = list(model.weights)
+            with _tfcompat.eager():
+                for name, (i, start, end) in self.rows.items():
+                    out[name] = np.asarray(weights[i])[start:end].reshape(out[name].shape)
         if optimizer is None:
             return out, sorted(self._initial)
         family = keras_family(optimizer)
@@ -334,6 +353,8 @@ class Writer:
                 value = np.asarray(slot)
                 if s.tf1_momentum:
                     value = value / -_lr(optimizer)
+                if s.var in self.rows:
+                    value = value[self.rows[s.var][1] : self.rows[s.var][2]]
                 out[s.name] = value.reshape(out[s.name].shape)
             for name, n in state.powers.items():
                 beta = getattr(optimizer, f"beta_{n}", None) if family == "adam" else None

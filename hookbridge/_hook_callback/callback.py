@@ -110,8 +110,10 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             returning one, called at the start of each run while the bridge's graph is the
             default graph (so hooks can be built on its tensors, as TF1 code built them inside
             ``model_fn``).
-        log_names: extra Keras log keys to create tensors for. The bridge infers ``loss`` and
-            the compiled metrics' names; name others here (e.g. multi-output metrics).
+        log_names: extra Keras log keys to create tensors for. The bridge infers the keys
+            Keras logs for the compiled loss and metrics (``loss``, ``mae``; for several
+            outputs ``out_a_loss``, ``out_a_mae``); name others here (a custom ``train_step``'s
+            keys, a metric added outside ``compile``).
         session_config: a ``tf.compat.v1.ConfigProto`` for the bridge's session. Default: one
             intra-op thread and ``inter_op_parallelism_threads=-1``, which runs the side graph's
             ops in the calling thread: its runs (summaries, checkpoints) are small, and waking

@@ -56,21 +56,39 @@ class KerasAccess:
         return _MetricKinds(self.model)
 
     def log_keys(self, extra: list[str]) -> list[str]:
-        """``loss``, the compiled metrics' names and ``extra``: the tensors the graph gets.
+        """The keys Keras will log, plus ``extra``: the tensors the graph gets.
 
         Keras builds its metrics at the first step, after ``on_train_begin``, so the names come
-        from the compile config (Keras 3, tf_keras) or ``metrics_names`` (tf_keras graph mode).
+        from the compile config, named as Keras names them: ``<output>_loss`` and
+        ``<output>_<metric>`` for a model of several outputs (``mae`` alone is then never
+        logged, so no ``mae:0`` is made), ``weighted_<metric>`` for a weighted metric of the same
+        name as an unweighted one; then ``metrics_names`` (tf_keras graph mode, custom metrics).
         """
         keys = ["loss"]
         try:
             config = self.model.get_compile_config() or {}
         except Exception:  # noqa: BLE001 - not compiled, or a Keras without get_compile_config
             config = {}
-        for group in ("metrics", "weighted_metrics"):
-            for metric in _flatten(config.get(group)):
-                name = _metric_name(metric)
-                if name and name not in keys:
-                    keys.append(name)
+        outputs = _output_names(self.model)
+        if len(outputs) > 1:
+            with_loss = _per_output(config.get("loss"), outputs, one_each=True)
+            if sum(1 for losses in with_loss.values() if losses) > 1:
+                keys += [f"{out}_loss" for out in outputs if with_loss.get(out)]
+            groups = {g: _per_output(config.get(g), outputs) for g in _GROUPS}
+        else:
+            groups = {g: {"": _flatten(config.get(g))} for g in _GROUPS}
+        for group, per_output in groups.items():
+            for out, metrics in per_output.items():
+                prefix = f"{out}_" if out else ""
+                for metric in metrics:
+                    name = _metric_name(metric)
+                    if not name:
+                        continue
+                    key = prefix + name
+                    if key in keys and group == "weighted_metrics":
+                        key = f"{prefix}weighted_{name}"
+                    if key not in keys:
+                        keys.append(key)
         try:
             names = list(self.model.metrics_names)
         except Exception:  # noqa: BLE001 - a model that is not compiled
@@ -195,6 +213,42 @@ def _metrics_by_key(model: Any) -> dict[str, Any]:
         for key, m in by_key.items():
             found.setdefault(key, m)
     return found
+
+
+_GROUPS = ("metrics", "weighted_metrics")
+
+
+def _output_names(model: Any) -> list[str]:
+    """The names Keras gives the model's outputs in its log keys: a dict output's keys, else
+    ``output_names`` (empty when unknown, e.g. a subclassed model)."""
+    output = None
+    try:
+        output = model.output
+    except Exception:  # noqa: BLE001 - not built / no single output graph (subclassed)
+        pass
+    if isinstance(output, dict):
+        return list(output)
+    try:
+        return list(getattr(model, "output_names", None) or [])
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _per_output(value: Any, outputs: list[str], one_each: bool = False) -> dict[str, list]:
+    """A compile argument (loss, metrics) of a model of several outputs, per output name: a
+    dict by name, a list with one entry per output (a list of lists; any list as long as the
+    outputs when ``one_each``: losses), or one value for every output."""
+    if value is None:
+        return {}
+    if isinstance(value, dict) and "class_name" not in value:
+        return {out: _flatten(value.get(out)) for out in outputs}
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == len(outputs)
+        and (one_each or any(isinstance(v, (list, tuple)) for v in value))
+    ):
+        return {out: _flatten(v) for out, v in zip(outputs, value)}
+    return {out: _flatten(value) for out in outputs}
 
 
 def _flatten(value: Any) -> list:

@@ -281,30 +281,52 @@ def test_custom_train_step_trackers_and_raw_values_are_batch_values():
     assert not [m for m in messages if "HookCallback" in m and m not in raw]
 
 
-@pytest.mark.skipif(not KERAS3, reason="Keras 3 counts per-output losses per batch")
-def test_per_output_losses_of_a_multi_output_model_are_batch_values():
-    """A two-output Keras 3 model, ragged last batch: ``out_a_loss:0`` (Keras 3 counts each
-    output's loss once per batch; it was -0.460 where the batch's value is 1.112), the metrics
-    per output and the total loss are Keras's own batch values."""
+def _two_output_model():
+    inputs = keras.Input((2,))
+    model = keras.Model(
+        inputs, {"out_a": _dense(name="out_a")(inputs), "out_b": _dense(name="out_b")(inputs)}
+    )
+    model.compile(
+        keras.optimizers.SGD(0.05),
+        loss={"out_a": "mse", "out_b": "mae"},
+        metrics={"out_a": ["mae"], "out_b": ["mse"]},
+    )
+    return model
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_per_output_losses_of_a_multi_output_model_are_batch_values(named):
+    """A two-output model, ragged last batch: ``out_a_loss:0`` (Keras 3 counts each output's loss
+    once per batch; it was -0.460 where the batch's value is 1.112), the metrics per output and
+    the total loss are Keras's own batch values, whether named with ``log_names`` (as the
+    docstring recommends) or not (item 14: the bridge infers the keys Keras logs)."""
     x, y = _data(10)
-
-    def make_model():
-        inputs = keras.Input((2,))
-        model = keras.Model(
-            inputs, {"out_a": _dense(name="out_a")(inputs), "out_b": _dense(name="out_b")(inputs)}
-        )
-        model.compile(
-            keras.optimizers.SGD(0.05),
-            loss={"out_a": "mse", "out_b": "mae"},
-            metrics={"out_a": ["mae"], "out_b": ["mse"]},
-        )
-        return model
-
     fit_kw = dict(x=x, y={"out_a": y, "out_b": 2 * y}, batch_size=4, epochs=2, shuffle=False)
     keys = ["loss", "out_a_loss", "out_b_loss", "out_a_mae", "out_b_mse"]
-    native, bridged, messages = _fit_twice(make_model, fit_kw, keys, log_names=keys)
+    names = keys if named else ()
+    native, bridged, messages = _fit_twice(_two_output_model, fit_kw, keys, log_names=names)
     _assert_values(native, bridged, keys)
     assert not [m for m in messages if "HookCallback" in m]
+
+
+# -- item 14: tensors for keys Keras never logs ---------------------------------------------------
+def test_a_metric_name_keras_does_not_log_for_a_multi_output_model_fails_in_begin():
+    """Keras logs ``out_a_mae``, never ``mae``, for a model of two outputs: the bridge made a
+    ``mae:0`` from the compile config anyway, so a hook fetching it passed ``begin()`` and failed
+    at step 1 with a hint that did not apply. Now ``mae:0`` does not exist: ``begin()`` fails
+    as natively for a missing tensor (a ``KeyError``), listing the tensors that do exist."""
+    x, y = _data(8)
+    model = _two_output_model()
+    bridge = hookbridge.HookCallback(
+        lambda: [T.LoggingTensorHook({"mae": "mae:0"}, every_n_iter=1)]
+    )
+    with pytest.raises(KeyError) as caught:
+        with bridge:
+            model.fit(x, {"out_a": y, "out_b": y}, epochs=1, verbose=0, callbacks=[bridge])
+    message = str(caught.value)
+    assert "LoggingTensorHook.begin asked for 'mae:0'" in message
+    assert "'out_a_mae:0'" in message and "'out_b_loss:0'" in message
+    assert int(model.optimizer.iterations.numpy()) == 0  # no step ran
 
 
 # -- item 3: loss:0 read in end(), after the epoch's validation -----------------------------------

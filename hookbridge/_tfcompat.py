@@ -390,3 +390,20 @@ KERAS_OPTIMIZER_SCHEDULE_ATTRIBUTE = "_learning_rate"
 #: function increments) as the step of its batch-level summaries.
 KERAS_TRAIN_COUNTER_ATTRIBUTE = "_train_counter"
 KERAS_TEST_COUNTER_ATTRIBUTE = "_test_counter"
+
+
+def stop_at_step_last_step(hook: Any) -> int | None:
+    """The last step of a ``StopAtStepHook`` (private; set from ``num_steps`` in
+    ``after_create_session``, before that None)."""
+    return hook._last_step
+
+
+def nan_tensor_hook_settings(hook: Any) -> tuple[Any, bool]:
+    """The tensor a ``NanTensorHook`` checks and its ``fail_on_nan_loss`` (private)."""
+    return hook._loss_tensor, bool(hook._fail_on_nan_loss)
+
+
+def checkpoint_saver_listeners(hook: Any) -> list:
+    """The ``CheckpointSaverListener``s of a ``CheckpointSaverHook`` (private): a listener's
+    ``after_save`` returning True asks for a stop."""
+    return list(hook._listeners)

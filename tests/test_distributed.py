@@ -23,6 +23,7 @@ from distributed.multiworker_hooks import (
     NAN_STEP,
     SCENARIOS,
     STEPS_PER_EPOCH,
+    alike_hooks,
     stop_at_batch,
 )
 from distributed.procs import free_ports, run_processes
@@ -464,3 +465,105 @@ def test_custom_loop_under_mirrored_strategy_matches_fit():
         np.testing.assert_allclose([v for _, v in have[2]], [v for _, v in want[2]], rtol=1e-5)
     for want, have in zip(fit["weights"], loop["weights"]):
         np.testing.assert_allclose(have, want, rtol=1e-5)
+
+
+def test_multiworker_alike_deciders_need_no_round_per_step(multiworker):
+    """Hooks that decide alike on every worker (StopAtStepHook and NanTensorHook on ``loss:0``
+    in ``hooks=``, StepCounterHook and LoggingTensorHook chief-only, Keras's TerminateOnNaN
+    before the bridge): the start round finds nothing that could stop one worker alone and the
+    same deciders on both, so no step has a round, and each worker stops on its own at the step
+    a native MonitoredSession with the same hooks stops at (3), or raises where it raises (the
+    loss NaN at NAN_STEP on every worker). When the workers' deciders differ (StopAtStepHook at
+    3 on worker 0, at 5 on worker 1) every step has a round and both stop at 3, worker 1 with
+    a warning naming worker 0."""
+    def native(last_step, nan_step=None):
+        def make():
+            return alike_hooks(last_step)[0]()
+
+        return _native_stop(make, nan_step)
+
+    alike, nan, unlike = (
+        [r["scenarios"][name] for r in multiworker] for name in ("alike", "alike_nan", "unlike")
+    )
+    assert native(3) == (3, None)
+    assert [g["iterations"] for g in alike] == [3, 3]
+    assert [g["error"] for g in alike] == [None, None]
+    assert [g["stop_rounds"] for g in alike] == [False, False]
+    assert not any("after this step" in w for g in alike for w in g["warnings"])
+
+    assert native(100, NAN_STEP) == (NAN_STEP, "NanLossDuringTrainingError")
+    assert [g["iterations"] for g in nan] == [NAN_STEP, NAN_STEP]
+    assert [g["error"].split(":")[0] for g in nan] == ["NanLossDuringTrainingError"] * 2
+    assert [g["stop_rounds"] for g in nan] == [False, False]
+
+    assert [g["stop_rounds"] for g in unlike] == [True, True]
+    assert [g["iterations"] for g in unlike] == [3, 3]
+    assert [g["error"] for g in unlike] == [None, None]
+    stopped = [w for w in unlike[1]["warnings"] if "after this step" in w]
+    assert len(stopped) == 1 and "worker:0 asked to stop" in stopped[0], unlike[1]["warnings"]
+    # A user's hook with after_run could stop one worker alone: every step has a round.
+    assert [r["scenarios"]["basic"]["stop_rounds"] for r in multiworker] == [True, True]
+
+
+def test_stop_deciders_are_sorted_by_what_they_decide_on(tmp_path):
+    """deciders.py, in one process: which hooks and Keras callbacks never stop a step, which
+    decide alike on every worker (described by their settings: the fingerprint), and which
+    could stop one worker alone."""
+    from hookbridge._hook_callback.deciders import UNKNOWN, callback_kind, hook_kind, stop_profile
+
+    train = tf.compat.v1.train
+    keras = tf.keras
+
+    class UserHook(train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            pass
+
+    class EndOnly(train.SessionRunHook):
+        def end(self, session):
+            pass
+
+    with tf.Graph().as_default():
+        train.get_or_create_global_step()
+        loss = tf.constant(1.0, name="loss")
+        other = tf.constant(1.0, name="other")
+        logged = {"loss:0"}
+        assert hook_kind(train.StopAtStepHook(last_step=5), logged) == (
+            "StopAtStepHook(last_step=5)"
+        )
+        assert hook_kind(train.NanTensorHook(loss), logged) == (
+            "NanTensorHook(loss:0, fail_on_nan_loss=True)"
+        )
+        assert hook_kind(train.NanTensorHook(other), logged) == UNKNOWN
+        never = [
+            train.LoggingTensorHook({"loss": loss}, every_n_iter=1),
+            train.StepCounterHook(every_n_steps=1),
+            train.CheckpointSaverHook(str(tmp_path), save_steps=1),
+            train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path), summary_op=other),
+            hookbridge.hooks.ProgressBarHook(10),
+            EndOnly(),
+        ]
+        assert [hook_kind(h, logged) for h in never] == [None] * len(never)
+        listened = train.CheckpointSaverHook(
+            str(tmp_path), save_steps=1, listeners=[train.CheckpointSaverListener()]
+        )
+        assert hook_kind(listened, logged) == UNKNOWN
+        assert hook_kind(UserHook(), logged) == UNKNOWN
+
+    lambda_cb = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: None)
+    assert callback_kind(lambda_cb) == UNKNOWN
+    assert callback_kind(keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: None)) is None
+    assert callback_kind(keras.callbacks.TerminateOnNaN()) == "TerminateOnNaN"
+    assert callback_kind(keras.callbacks.History()) is None
+    assert callback_kind(keras.callbacks.EarlyStopping()) is None
+    assert callback_kind(hookbridge.HookCallback([])) == "HookCallback"
+
+    with tf.Graph().as_default():
+        train.get_or_create_global_step()
+
+        def profile(last_step, callbacks=()):
+            return stop_profile([train.StopAtStepHook(last_step=last_step)], callbacks, logged)
+
+        assert profile(3) == profile(3) and profile(3)[0] is False
+        assert profile(3)[1] != profile(5)[1]
+        assert profile(3, [lambda_cb])[0] is True
+        assert stop_profile([], None, logged)[0] is True  # callbacks unseen: could be anything

@@ -395,3 +395,28 @@ def test_keras_private_model_attributes_still_read_by_tensorboard():
     source = inspect.getsource(board)
     assert f"self.model.{_tfcompat.KERAS_TRAIN_COUNTER_ATTRIBUTE}" in source
     assert f"self.model.{_tfcompat.KERAS_TEST_COUNTER_ATTRIBUTE}" in source
+
+
+def test_stop_deciders_settings_still_found(tmp_path):
+    """What the multi-worker stop agreement reads of the hooks that decide alike on every
+    worker (hookbridge/_hook_callback/deciders.py), from their private attributes."""
+    train = tf.compat.v1.train
+    with tf.Graph().as_default():
+        step = train.get_or_create_global_step()
+        loss = tf.constant(1.0, name="loss")
+        assert _tfcompat.stop_at_step_last_step(train.StopAtStepHook(last_step=7)) == 7
+        by_count = train.StopAtStepHook(num_steps=3)
+        assert _tfcompat.stop_at_step_last_step(by_count) is None
+        by_count.begin()
+        with tf.compat.v1.Session() as sess:
+            sess.run(step.initializer)
+            by_count.after_create_session(sess, None)
+        assert _tfcompat.stop_at_step_last_step(by_count) == 3
+        assert _tfcompat.nan_tensor_hook_settings(train.NanTensorHook(loss)) == (loss, True)
+        quiet = train.NanTensorHook(loss, fail_on_nan_loss=False)
+        assert _tfcompat.nan_tensor_hook_settings(quiet) == (loss, False)
+        listener = train.CheckpointSaverListener()
+        saver = train.CheckpointSaverHook(str(tmp_path), save_steps=1, listeners=[listener])
+        assert _tfcompat.checkpoint_saver_listeners(saver) == [listener]
+        plain = train.CheckpointSaverHook(str(tmp_path), save_steps=1)
+        assert _tfcompat.checkpoint_saver_listeners(plain) == []

@@ -87,8 +87,12 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
     together), the others stop cleanly with a warning naming it. A hook raising in ``begin`` /
     ``after_create_session`` on one worker makes every worker's ``fit`` raise before its first
     step. Single-worker runs have no collective and no cost. The collective costs one round
-    trip between the workers per step (``docs/distributed.md``); ``agree_stops=False`` leaves it
-    out when every worker stops on the same condition anyway.
+    trip between the workers per step, so it runs only when some worker holds a hook or an
+    earlier callback that could stop it alone (a user's hook with ``after_run``, a
+    ``LambdaCallback``...), or the workers' deciders differ (a chief-only ``StopAtStepHook``):
+    with built-in hooks that decide alike on every worker (``StopAtStepHook``, ``NanTensorHook``
+    on ``loss:0``, the file writers chief-only) no step has one (``docs/distributed.md``).
+    ``agree_stops=False`` leaves out even the start round.
 
     Not forwarded:
         * The train op: there is none in the side graph; the Keras step is the "run".
@@ -177,6 +181,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self._warned_spe = False
         self._warned_writers = False  # file-writing hooks on a non-chief worker (once)
         self._agreement: StopAgreement | None = None  # a multi-worker fit's, while it runs
+        self._stop_rounds = False  # whether the last fit agreed on stops at every step
         self._step_error: BaseException | None = None  # a before_run error, agreed after the step
 
     # ------------------------------------------------------------------------------ public
@@ -309,13 +314,15 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             run = self._start_run(mode, model)
         except BaseException:
             if agreement is not None:  # tell the others, so that none starts its first step
-                agreement.agree(FAILED)
+                agreement.start(FAILED)
             raise
         if agreement is not None:
             self._agree_start(agreement, run)
+        self._stop_rounds = agreement is not None and agreement.every_step
         self._hooks = run.hooks
         self._run = run
-        self._agreement = agreement
+        # Without a round per step, every worker stops on its own (deciders.py): the plain steps.
+        self._agreement = agreement if self._stop_rounds else None
         if not self._warned_writers and not is_chief(model):
             self._warned_writers = warn_file_writers(run.hooks, worker_name(model))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.agreement import CONTINUE, FAILED, STOP, StopAgreement
+from hookbridge._hook_callback.deciders import callbacks_before, stop_profile
 from hookbridge._hook_callback.run import BridgeRun
 
 
@@ -68,7 +69,8 @@ def warn_multi_worker(model: Any, mode: str, agreed: bool) -> None:
         stops = (
             "Stops are agreed: after each training step the workers share, in one collective, "
             "whether any wants to stop (a hook's request_stop(), a coordinator stop, a hook "
-            "that raised), and every worker stops after that same step"
+            "that raised), and every worker stops after that same step (no step has that "
+            "collective when every worker's hooks decide alike, e.g. StopAtStepHook)"
         )
     else:
         stops = (
@@ -98,12 +100,16 @@ class AgreedSteps:
     steps (``_before`` / ``_after``) it uses.
     """
 
-    @staticmethod
-    def _agree_start(agreement: StopAgreement, run: BridgeRun) -> None:
+    def _agree_start(self, agreement: StopAgreement, run: BridgeRun) -> None:
         """Whether every worker's hooks started: if one worker's ``begin`` or
         ``after_create_session`` raised, every worker's ``fit`` raises before its first step
-        (a step would wait in its collectives for the failed worker for ever)."""
-        codes = agreement.agree(CONTINUE)
+        (a step would wait in its collectives for the failed worker for ever). The same round
+        decides whether the steps need rounds at all (``deciders.py``)."""
+        callbacks = callbacks_before(self.model, self)
+        side = run.side  # its log tensors hold values reduced across workers: alike on each
+        logged = [t.name for t in (*side.log_tensors.values(), *side.mean_tensors.values())]
+        alone, fingerprint = stop_profile(run.hooks, callbacks, logged)
+        codes = agreement.start(CONTINUE, alone, fingerprint)
         failed = agreement.others(codes, FAILED)
         if failed:
             run.close()

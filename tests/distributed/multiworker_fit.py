@@ -3,7 +3,8 @@
 ``python multiworker_fit.py OUT_DIR [SCENARIO ...]`` with ``TF_CONFIG`` set by the caller. Runs
 each stop scenario of ``multiworker_hooks.SCENARIOS`` (default: all, in that order) as one fit of
 a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), ``unagreed``
-(``agree_stops=False``, the same StopAtStepHook on both), then ``basic`` (hooks on
+(``agree_stops=False``, the same StopAtStepHook on both), ``alike`` / ``alike_nan`` /
+``unlike`` (hooks deciding alike on every worker: no round per step), then ``basic`` (hooks on
 every worker, chief-only hooks on the chief, then an evaluate), which also shows that both
 workers still train together after every stop and failure before it. Prints one
 JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
@@ -24,7 +25,14 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import tensorflow as tf
-from multiworker_hooks import EPOCHS, NAN_STEP, SCENARIOS, STEPS_PER_EPOCH, stop_at_batch
+from multiworker_hooks import (
+    EPOCHS,
+    NAN_STEP,
+    SCENARIOS,
+    STEPS_PER_EPOCH,
+    alike_hooks,
+    stop_at_batch,
+)
 
 import hookbridge
 
@@ -123,12 +131,32 @@ def unagreed_scenario(strategy) -> dict:
     return got
 
 
+def alike_scenario(strategy, index: int, name: str) -> dict:
+    """Hooks that decide alike on every worker, so no step needs the agreement's round:
+    ``alike`` (StopAtStepHook(last_step=3) and NanTensorHook on both workers, with Keras's
+    TerminateOnNaN before the bridge), ``alike_nan`` (the same, the loss NaN at step NAN_STEP
+    on every worker: both raise), and ``unlike`` (worker 1's StopAtStepHook stops at 5, worker
+    0's at 3: the fingerprints differ, so every step has a round and both stop at 3)."""
+    last_step = 5 if name == "unlike" and index == 1 else 3
+    if name == "alike_nan":
+        last_step = 100
+    make, chief = alike_hooks(last_step)
+    bridge = hookbridge.HookCallback(make, chief_only_hooks=chief)
+    model = build_model(strategy, NAN_STEP if name == "alike_nan" else None)
+    callbacks = [keras.callbacks.TerminateOnNaN(), bridge] if name == "alike" else [bridge]
+    got = fit(model, callbacks, EPOCHS, STEPS_PER_EPOCH)
+    got["stop_rounds"] = bridge._stop_rounds
+    return got
+
+
 def basic_scenario(strategy) -> dict:
     hook, chief_hook = CountingHook(), CountingHook()
     bridge = hookbridge.HookCallback([hook], chief_only_hooks=[chief_hook])
     model = build_model(strategy)
     got = fit(model, bridge, 1, 4)
-    got.update(hook_steps=hook.steps, chief_hook_steps=chief_hook.steps)
+    got.update(
+        hook_steps=hook.steps, chief_hook_steps=chief_hook.steps, stop_rounds=bridge._stop_rounds
+    )
     # evaluate: the hooks run on every worker, no agreement (a warning says so).
     evaluated = CountingHook()
     with warnings.catch_warnings(record=True) as caught:
@@ -148,8 +176,11 @@ def main(out_dir: str, names: list[str]) -> None:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     index = int(strategy.cluster_resolver.task_id)
     results: dict = {}
-    for name in names or [*SCENARIOS, "keras_stop", "unagreed", "basic"]:
-        if name == "unagreed":
+    alike = ["alike", "alike_nan", "unlike"]
+    for name in names or [*SCENARIOS, "keras_stop", "unagreed", *alike, "basic"]:
+        if name in alike:
+            got = alike_scenario(strategy, index, name)
+        elif name == "unagreed":
             got = unagreed_scenario(strategy)
         elif name == "basic":
             got = basic_scenario(strategy)

@@ -98,6 +98,27 @@ def nan_hook() -> v1.train.NanTensorHook:
     return v1.train.NanTensorHook(v1.get_default_graph().get_tensor_by_name("loss:0"))
 
 
+def alike_hooks(last_step: int):
+    """docs/distributed.md's hooks: StopAtStepHook and NanTensorHook on loss:0 (which decide
+    alike on every worker running them), the file writers' stand-ins chief-only."""
+
+    def make():
+        loss = v1.get_default_graph().get_tensor_by_name("loss:0")
+        return [
+            v1.train.StopAtStepHook(last_step=last_step),
+            v1.train.NanTensorHook(loss),
+        ]
+
+    def chief():
+        loss = v1.get_default_graph().get_tensor_by_name("loss:0")
+        return [
+            v1.train.StepCounterHook(every_n_steps=2),
+            v1.train.LoggingTensorHook({"loss": loss}, every_n_iter=2),
+        ]
+
+    return make, chief
+
+
 #: scenario -> (the worker whose hooks ask or fail, hooks factory, passed as chief_only_hooks?)
 SCENARIOS = {
     "stop_at_step": (0, lambda: [v1.train.StopAtStepHook(last_step=5)], True),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -46,8 +47,79 @@ HOOKS = {
     "FeedFnHook": lambda: T.FeedFnHook(lambda: {_t("loss:0"): 2.0}),
     "ProfilerHook": lambda: T.ProfilerHook(save_steps=2, output_dir=_tmp()),
 }
-HOOKS_NOT_RUN = {
-    "InMemoryEvaluatorHook": "needs an Estimator (it evaluates one in-process)",
+HOOKS_NOT_RUN: dict[str, str] = {}
+
+
+# -- tensorflow-estimator's hooks (tf.estimator.experimental, TF <= 2.15): measured, not assumed.
+# Each is built on a small Estimator of its own; the stop_if_* hooks read evaluation results from
+# its eval_dir, written here as Estimator.evaluate writes them (simple_value scalars per step).
+def _model_fn(features, labels, mode):
+    w = tf.compat.v1.get_variable("w", initializer=0.5)
+    loss = tf.reduce_mean(tf.square(features * w - labels))
+    train_op = tf.compat.v1.assign_add(tf.compat.v1.train.get_or_create_global_step(), 1)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _input_fn():
+    x = np.arange(4, dtype="float32")
+    return tf.data.Dataset.from_tensor_slices((x, 2 * x)).batch(2)
+
+
+def _estimator(eval_losses=()):
+    estimator = tf.estimator.Estimator(_model_fn, model_dir=_tmp())
+    if eval_losses:
+        os.makedirs(estimator.eval_dir(), exist_ok=True)
+        path = os.path.join(estimator.eval_dir(), "events.out.tfevents.0.conformance")
+        with tf.io.TFRecordWriter(path) as writer:
+            for step, loss in enumerate(eval_losses):
+                value = tf.compat.v1.Summary.Value(tag="loss", simple_value=loss)
+                event = tf.compat.v1.Event(step=step, summary=tf.compat.v1.Summary(value=[value]))
+                writer.write(event.SerializeToString())
+    return estimator
+
+
+def _every(n):
+    return {"run_every_secs": None, "run_every_steps": n}
+
+
+#: name -> (factory, whether the hook stops the run: its evaluation results say stop).
+ESTIMATOR_HOOKS = {
+    "InMemoryEvaluatorHook": (
+        lambda: tf.estimator.experimental.InMemoryEvaluatorHook(
+            _estimator(), _input_fn, steps=1, every_n_iter=2
+        ),
+        False,
+    ),
+    "stop_if_no_decrease_hook": (
+        lambda: tf.estimator.experimental.stop_if_no_decrease_hook(
+            _estimator([5.0, 4.0, 4.5, 4.7]), "loss", 1, **_every(2)
+        ),
+        True,
+    ),
+    "stop_if_no_increase_hook": (
+        lambda: tf.estimator.experimental.stop_if_no_increase_hook(
+            _estimator([1.0, 3.0, 2.0, 2.5]), "loss", 1, **_every(2)
+        ),
+        True,
+    ),
+    "stop_if_higher_hook": (
+        lambda: tf.estimator.experimental.stop_if_higher_hook(
+            _estimator([1.0, 3.0]), "loss", 2.0, **_every(2)
+        ),
+        True,
+    ),
+    "stop_if_lower_hook": (
+        lambda: tf.estimator.experimental.stop_if_lower_hook(
+            _estimator([3.0, 1.0]), "loss", 2.0, **_every(2)
+        ),
+        True,
+    ),
+    "make_early_stopping_hook": (
+        lambda: tf.estimator.experimental.make_early_stopping_hook(
+            _estimator(), lambda: True, **_every(3)
+        ),
+        True,
+    ),
 }
 
 
@@ -96,7 +168,7 @@ def _builtin_hooks():
         and n != "SessionRunHook"
     ) + sorted(
         n
-        for n in HOOKS_NOT_RUN
+        for n in ESTIMATOR_HOOKS
         if hasattr(getattr(tf, "estimator", None), "experimental")
         and hasattr(tf.estimator.experimental, n)
     )
@@ -107,7 +179,11 @@ def _builtin_callbacks():
 
 
 def test_every_builtin_is_parametrized():
-    missing = [n for n in _builtin_hooks() if n not in HOOKS and n not in HOOKS_NOT_RUN]
+    missing = [
+        n
+        for n in _builtin_hooks()
+        if n not in HOOKS and n not in HOOKS_NOT_RUN and n not in ESTIMATOR_HOOKS
+    ]
     missing += [
         n
         for n in _builtin_callbacks()
@@ -121,6 +197,13 @@ def test_builtin_hook_conforms(name, request):
     request.node.add_marker(pytest.mark.compat("hook", name))
     if name in HOOKS_NOT_RUN:
         pytest.skip(HOOKS_NOT_RUN[name])
+    if name in ESTIMATOR_HOOKS:
+        factory, stops = ESTIMATOR_HOOKS[name]
+        result = assert_hook_conforms(factory, steps=6, steps_per_epoch=3)
+        stopped = [e for e in result.native if e[1:2] == ("after_run",) and e[-1] is True]
+        assert bool(stopped) == stops, result.native  # the scenario exercises the hook
+        assert result.native[-1] == ("runner", "outcome", "ok")
+        return
     result = assert_hook_conforms(HOOKS[name], steps=6, steps_per_epoch=3)
     assert result.native[-1] == ("runner", "outcome", "ok")
 

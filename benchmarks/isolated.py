@@ -58,7 +58,7 @@ def callback_hook_per_step(make_callbacks, steps: int) -> float:
         tf.identity(tf.constant(1.0), name="loss")
         v1.train.get_or_create_global_step()
         hook = hookbridge.CallbackHook(
-            make_callbacks(), logs={"loss": "loss"}, steps_per_epoch=100, batch_size=1
+            make_callbacks(), logs={"loss": "loss"}, steps_per_epoch=100, batch_size=1, verbose=0
         )
         hook.begin()
         with v1.Session(graph=graph) as session:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any
 
 import tensorflow as tf
@@ -407,3 +408,20 @@ def checkpoint_saver_listeners(hook: Any) -> list:
     """The ``CheckpointSaverListener``s of a ``CheckpointSaverHook`` (private): a listener's
     ``after_save`` returning True asks for a stop."""
     return list(hook._listeners)
+
+
+def keras2_builtin_callback_names(callback: Any) -> frozenset[str] | None:
+    """The names tf_keras / Keras 2's ``CallbackList`` treats as its own callbacks: a list holding
+    a callback whose class name is not among them times its batch methods (the slow-callback
+    warning; ``cbk.__class__.__name__ not in globals()`` of the module that defines
+    ``CallbackList``). None for a Keras 3 callback (no such check)."""
+    if implements_batch_hooks(callback, "train") is None:
+        return None
+    for klass in type(callback).__mro__:
+        root = klass.__module__.split(".")[0]
+        if root in ("keras", "tf_keras"):
+            package = sys.modules.get(root)
+            callback_list = getattr(getattr(package, "callbacks", None), "CallbackList", None)
+            module = sys.modules.get(getattr(callback_list, "__module__", ""))
+            return frozenset(vars(module)) if module is not None else frozenset()
+    return frozenset()

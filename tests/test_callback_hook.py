@@ -210,8 +210,8 @@ def test_recovery_mid_epoch_loses_in_graph_sums_and_says_so():
     with pytest.warns(UserWarning, match="sums were lost with the failed session"):
         run(
             lambda t: [
-                hookbridge.CallbackHook(
-                    [history], logs={"loss": "loss"}, steps_per_epoch=4, batch_size=1
+                hookbridge.CallbackHook(  # verbose=0: no progress bar, a batch listener
+                    [history], logs={"loss": "loss"}, steps_per_epoch=4, batch_size=1, verbose=0
                 ),
                 AbortAtRun(2),
             ],
@@ -462,14 +462,18 @@ def test_epoch_only_callbacks_are_not_dispatched_per_batch():
         def on_epoch_end(self, epoch, logs=None):
             EpochOnly.calls += 1
 
-    hook = hookbridge.CallbackHook([EpochOnly()], logs={"loss": "loss"}, steps_per_epoch=2)
+    hook = hookbridge.CallbackHook(
+        [EpochOnly()], logs={"loss": "loss"}, steps_per_epoch=2, verbose=0
+    )
 
     class BeginOnly(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.last = epoch
 
     begin_only = BeginOnly()
-    no_logs = hookbridge.CallbackHook([begin_only], logs={"loss": "loss"}, steps_per_epoch=2)
+    no_logs = hookbridge.CallbackHook(
+        [begin_only], logs={"loss": "loss"}, steps_per_epoch=2, verbose=0
+    )
     run(lambda t: [hook, no_logs], [1.0] * 4)
     table = hook._calls.table  # decided in begin(), as Keras
     assert table["on_train_batch_begin"] == [] and table["on_train_batch_end"] == []
@@ -507,7 +511,7 @@ def test_epoch_only_callbacks_sum_in_the_graph_with_the_same_means(tmp_path):
         with g.as_default():
             tf.stack([t["loss"], 3 * t["loss"]], name="pair")  # a non-scalar log: its mean
             hook = hookbridge.CallbackHook(
-                [rec, *extra], logs={"loss": "loss", "pair": "pair:0"}, steps_per_epoch=3
+                [rec, *extra], logs={"loss": "loss", "pair": "pair:0"}, steps_per_epoch=3, verbose=0
             )
             with tf.compat.v1.train.MonitoredTrainingSession(
                 checkpoint_dir=str(tmp_path / path), hooks=[hook], save_summaries_steps=None
@@ -534,7 +538,7 @@ def test_epoch_only_callbacks_sum_in_the_graph_with_the_same_means(tmp_path):
 def test_graph_sums_restart_in_a_recovered_session():
     rec = EpochLogs()
     run(
-        lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}), AbortOnce()],
+        lambda t: [hookbridge.CallbackHook([rec], logs={"loss": "loss"}, verbose=0), AbortOnce()],
         [1.0, 2.0, 3.0, 4.0],
     )
     # The aborted session's sums (1.0) are gone with it; the retried step and the rest count.

@@ -420,3 +420,18 @@ def test_stop_deciders_settings_still_found(tmp_path):
         assert _tfcompat.checkpoint_saver_listeners(saver) == [listener]
         plain = train.CheckpointSaverHook(str(tmp_path), save_steps=1)
         assert _tfcompat.checkpoint_saver_listeners(plain) == []
+
+
+def test_keras2_builtin_callback_names_follow_callback_list_module():
+    """tf_keras / Keras 2 time the batch methods of lists holding a callback whose class name
+    is not in the module defining ``CallbackList`` (the slow-callback warning)."""
+
+    class Mine(tf.keras.callbacks.Callback):
+        pass
+
+    names = _tfcompat.keras2_builtin_callback_names(Mine())
+    if hasattr(Mine(), "_implements_train_batch_hooks"):
+        assert "History" in names and "ProgbarLogger" in names and "CallbackList" in names
+        assert "Mine" not in names
+    else:  # Keras 3: no such check
+        assert names is None

@@ -149,7 +149,12 @@ def build_cases(workdir: str) -> dict[str, Case]:
                 callbacks.append(keras.callbacks.TerminateOnNaN())
             logs = {"loss": "loss:0"}
             hook = hookbridge.CallbackHook(
-                callbacks, logs=logs, steps_per_epoch=100, batch_size=BATCH
+                # verbose=0, as the fit cases: no progress bar added
+                callbacks,
+                logs=logs,
+                steps_per_epoch=100,
+                batch_size=BATCH,
+                verbose=0,
             )
             return [hook]
 

@@ -18,12 +18,14 @@ mode, and what happens when one raises (as Keras's ``CallbackList`` and pluggy's
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._callback_hook import directions
 
 #: event -> the method names that implement it (the second is Keras's backwards-compatible alias).
 EVENTS: Final = {
@@ -59,6 +61,33 @@ def callback_bases() -> tuple[type, ...]:
         if isinstance(base, type):
             bases.append(base)
     return tuple(dict.fromkeys(bases))
+
+
+def keras_of(callbacks: list) -> Any:
+    """The Keras package the callbacks belong to (``tf.keras``'s when there are none)."""
+    if callbacks:
+        return directions.keras_package(callbacks[0])
+    return directions.default_package()
+
+
+def sorts_logs(callbacks: list) -> bool:
+    """Whether Keras's ``CallbackList`` gives these callbacks sorted log keys: Keras 3 does
+    (``pythonify_logs``); tf_keras / Keras 2 keep compile order."""
+    return directions.is_keras3(keras_of(callbacks))
+
+
+def with_progbar(callbacks: list, verbose: Any) -> list:
+    """``callbacks`` plus the ``ProgbarLogger`` ``fit`` adds itself when ``verbose`` is not 0
+    and the list holds none (last in the list, as ``CallbackList(add_progbar=...)``)."""
+    if not verbose:
+        return callbacks
+    package = keras_of(callbacks)
+    progbar = package.callbacks.ProgbarLogger
+    if any(isinstance(cb, progbar) for cb in callbacks):
+        return callbacks
+    # tf_keras / Keras 2 add ProgbarLogger(count_mode="steps"); Keras 3 has no count_mode.
+    added = progbar() if directions.is_keras3(package) else progbar(count_mode="steps")
+    return [*callbacks, added]
 
 
 def overrides(callback: Any, event: str, batch_kinds: frozenset = frozenset()) -> bool:
@@ -113,8 +142,15 @@ class Dispatcher:
 
     :meth:`configure` gives each callback its params and model and decides once which methods
     run; :meth:`call` runs one event's methods (any event of :data:`EVENTS`). The per-step pair
-    :meth:`batch_begin` / :meth:`batch_end` does the same for the batch events chosen with
-    :meth:`select_batch_events`, with the eager scope reused and no lookup per step.
+    ``batch_begin(batch)`` / ``batch_end(batch, logs)`` does the same for the batch events chosen
+    with :meth:`select_batch_events`, with the eager scope reused and no lookup per step; the
+    caller calls them when ``begin_on`` / ``end_on`` say so. Every callback gets the same logs
+    dict for one event (one ``{}`` per ``on_*_batch_begin``), so a callback sees what an earlier
+    one wrote into it, as Keras's ``CallbackList`` passes it.
+
+    On tf_keras / Keras 2, a list holding a callback that is not one of Keras's own times its
+    batch methods against the batch for the first batches (:class:`SlowCheck`) and warns as
+    tf_keras's ``CallbackList`` does; then the plain per-step methods take over.
     """
 
     __slots__ = (
@@ -122,7 +158,12 @@ class Dispatcher:
         "_eager",
         "_end",
         "_end_eager",
+        "_slow",
+        "batch_begin",
+        "batch_end",
+        "begin_on",
         "callbacks",
+        "end_on",
         "table",
     )
 
@@ -133,6 +174,10 @@ class Dispatcher:
         self._begin: list[Callable[..., Any]] = []
         self._end: list[Callable[..., Any]] = []
         self._end_eager = False
+        self._slow: SlowCheck | None = None
+        self.batch_begin: Callable[[int], None] = self._plain_begin
+        self.batch_end: Callable[[int, Any], None] = self._plain_end
+        self.begin_on = self.end_on = False
 
     def configure(self, params: dict, model_for: Callable[[Any], Any]) -> None:
         """``set_params(params)`` and ``set_model(model_for(callback))`` on each callback, then
@@ -154,10 +199,22 @@ class Dispatcher:
         return any(self.table[event] for event in events)
 
     def select_batch_events(self, kind: str) -> None:
-        """Makes :meth:`batch_begin`/:meth:`batch_end` call ``on_<kind>_batch_begin/end``."""
+        """Makes ``batch_begin``/``batch_end`` call ``on_<kind>_batch_begin/end``, timed for
+        tf_keras's slow-callback check when it applies (:func:`times_batches`)."""
         self._begin = self.table[f"on_{kind}_batch_begin"]
         self._end = self.table[f"on_{kind}_batch_end"]
         self._end_eager = any(map(needs_eager, self._end))
+        if (self._begin or self._end) and times_batches(self.callbacks):
+            self._slow = SlowCheck(kind)
+            self.batch_begin, self.batch_end = self._timed_begin, self._timed_end
+            self.begin_on = self.end_on = True
+        else:
+            self._plain()
+
+    def _plain(self) -> None:
+        self._slow = None
+        self.batch_begin, self.batch_end = self._plain_begin, self._plain_end
+        self.begin_on, self.end_on = bool(self._begin), bool(self._end)
 
     @property
     def batch_begin_listened(self) -> bool:
@@ -168,23 +225,25 @@ class Dispatcher:
         return bool(self._end)
 
     def call(self, event: str, *args: Any) -> None:
-        """Calls ``event``'s methods in callback order, in eager mode; an exception propagates
-        at once (the later callbacks are not called), as in Keras's ``CallbackList``."""
+        """Calls ``event``'s methods in callback order, in eager mode, each with the same
+        arguments; an exception propagates at once (the later callbacks are not called), as in
+        Keras's ``CallbackList``."""
         methods = self.table[event]
         if methods:
             with self._eager:
                 for method in methods:
                     method(*args)
 
-    def batch_begin(self, batch: int) -> None:
-        """The selected ``on_*_batch_begin(batch, {})`` (per step: call only if listened)."""
+    def _plain_begin(self, batch: int) -> None:
+        """The selected ``on_*_batch_begin(batch, logs)``, one ``logs = {}`` for all."""
+        logs: dict = {}
         with self._eager:
             for method in self._begin:
-                method(batch, {})
+                method(batch, logs)
 
-    def batch_end(self, batch: int, logs: Any) -> None:
+    def _plain_end(self, batch: int, logs: Any) -> None:
         """The selected ``on_*_batch_end(batch, logs)``; eager mode only if some method needs
-        it (per step: call only if listened)."""
+        it."""
         if self._end_eager:
             with self._eager:
                 for method in self._end:
@@ -192,3 +251,79 @@ class Dispatcher:
         else:
             for method in self._end:
                 method(batch, logs)
+
+    def _timed_begin(self, batch: int) -> None:
+        slow = self._slow
+        assert slow is not None
+        start = time.time()
+        self._plain_begin(batch)
+        slow.began(start)
+
+    def _timed_end(self, batch: int, logs: Any) -> None:
+        slow = self._slow
+        assert slow is not None
+        start = slow.ending(batch)
+        self._plain_end(batch, logs)
+        if slow.ended(start):
+            self._plain()
+
+
+def times_batches(callbacks: list) -> bool:
+    """Whether tf_keras / Keras 2's ``CallbackList`` would time these callbacks' batch methods:
+    one of them is not a class of Keras's callbacks module (never on Keras 3)."""
+    for cb in callbacks:
+        names = _tfcompat.keras2_builtin_callback_names(cb)
+        if names is not None and type(cb).__name__ not in names:
+            return True
+    return False
+
+
+class SlowCheck:
+    """tf_keras's slow-callback check (``CallbackList._call_batch_end_hook``), for one run.
+
+    The batch time runs from the end of the ``on_*_batch_begin`` calls to the start of the
+    ``on_*_batch_end`` calls (here: the session's run and the other hooks), measured from each
+    epoch's second batch on (``batch >= 1``); after 5 of them, each batch method whose average
+    time exceeds the average batch time gets tf_keras's warning, logged on TensorFlow's logger
+    as tf_keras logs it, and the check ends for the run.
+    """
+
+    __slots__ = ("batch_start", "batch_times", "begin_times", "end_times", "kind")
+
+    #: tf_keras's ``_num_batches_for_timing_check``.
+    BATCHES: Final = 5
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.batch_start: float | None = None
+        self.batch_times: list[float] = []
+        self.begin_times: list[float] = []
+        self.end_times: list[float] = []
+
+    def began(self, start: float) -> None:
+        now = time.time()
+        self.begin_times.append(now - start)
+        self.batch_start = now
+
+    def ending(self, batch: int) -> float:
+        now = time.time()
+        if batch >= 1 and self.batch_start is not None:
+            self.batch_times.append(now - self.batch_start)
+        return now
+
+    def ended(self, start: float) -> bool:
+        """Records the end methods' time; True when the check is over (warned if slow)."""
+        self.end_times.append(time.time() - start)
+        if len(self.batch_times) < self.BATCHES:
+            return False
+        batch_time = sum(self.batch_times) / len(self.batch_times)
+        for when, times in (("begin", self.begin_times), ("end", self.end_times)):
+            hook_time = sum(times) / len(times) if times else 0.0
+            if hook_time > batch_time:
+                hook = f"on_{self.kind}_batch_{when}"
+                tf.get_logger().warning(
+                    f"Callback method `{hook}` is slow compared to the batch time (batch "
+                    f"time: {batch_time:.4f}s vs `{hook}` time: {hook_time:.4f}s). Check "
+                    "your callbacks."
+                )
+        return True

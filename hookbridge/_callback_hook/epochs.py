@@ -22,6 +22,7 @@ class Epochs:
 
     _calls: Any
     _state: Any
+    _sort_logs: bool
 
     def _resume_from(self, session: Any) -> None:
         """Continues the epoch count of a restored run: epoch = global step // steps_per_epoch.
@@ -50,7 +51,8 @@ class Epochs:
                 "CallbackHook: validation_fn must return a dict of name -> value, received "
                 f"{results!r} of type {type(results).__name__}."
             )
-        logs = {name: to_float(name, value) for name, value in sorted(results.items())}
+        items = sorted(results.items()) if self._sort_logs else results.items()
+        logs = {name: to_float(name, value) for name, value in items}
         calls.call("on_test_batch_end", 0, dict(logs))
         calls.call("on_test_end", dict(logs))
         return logs
@@ -81,7 +83,8 @@ class Epochs:
         if self._validation_fn is not None:
             for name, value in self._validate().items():
                 logs[f"val_{name}"] = value
-            logs = dict(sorted(logs.items()))
+            if self._sort_logs:  # Keras 3; tf_keras / Keras 2: compile order, val_* after
+                logs = dict(sorted(logs.items()))
         # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
         # change the logs on_train_end receives.
         self._calls.call("on_epoch_end", self._epoch, dict(logs))

@@ -22,6 +22,7 @@ from hookbridge._callback_hook.logs import (
     GraphSums,
     RunningMeans,
     check_batch_size,
+    check_reductions,
     resolve,
     resolve_batch_size,
 )
@@ -72,10 +73,19 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
     ``mode="predict"`` (``Estimator.predict``) it is Keras's ``predict``: ``on_predict_begin``,
     ``on_predict_batch_end(batch, {"outputs": <the fetched logs>})``, ``on_predict_end``.
 
-    Logs are what Keras reports: Python floats, sorted keys; batch logs are running means of
+    Logs are what Keras reports: Python floats, in the key order Keras's ``CallbackList`` gives
+    (Keras 3 sorts the keys; tf_keras / Keras 2 keep compile order, here the order of ``logs=``
+    as given, then the ``val_*`` keys in the order ``validation_fn`` returns them); one logs
+    dict per event, shared by the callbacks in list order (a callback sees what an earlier one
+    wrote into it, as in Keras). Batch logs are running means of
     the fetched tensors within the epoch, weighted by each batch's sample count as Keras weights
-    them (``batch_size``); epoch logs the epoch mean plus ``val_<name>`` from ``validation_fn``,
+    them (``batch_size``), or reduced as ``log_reductions`` says; epoch logs the epoch's value
+    plus ``val_<name>`` from ``validation_fn``,
     which runs between ``on_test_begin`` and ``on_test_end`` as ``fit``'s validation.
+    With ``verbose`` not 0, a ``ProgbarLogger`` is added last, as ``fit`` adds it, unless the
+    list holds one. On tf_keras / Keras 2, tf_keras's warning for a batch method slower than
+    the batch ("Callback method `on_train_batch_end` is slow compared to the batch time") is
+    logged as tf_keras logs it.
     ``params`` is ``{"epochs", "steps", "verbose"}``.
 
     The callbacks' ``model`` is one proxy over the graph, shared by every callback and every
@@ -114,7 +124,10 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         epochs: ``params["epochs"]``; with ``steps_per_epoch``, training also ends after that
             many epochs, as in ``fit``. Default: 1 when ``steps_per_epoch`` is ``None``, else 0
             (unknown: no stop).
-        verbose: ``params["verbose"]`` (ProgbarLogger reads it), default 1.
+        verbose: ``params["verbose"]``, default 1: as in ``fit``, 1 or 2 add a
+            ``ProgbarLogger`` (of the callbacks' Keras) after the callbacks when none is given
+            (printing a progress bar or a line per epoch; on the chief only in a cluster); 0
+            prints nothing.
         metric_directions: log name -> ``"max"`` or ``"min"``: the direction ``mode="auto"``
             monitor callbacks (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) use for a
             name Keras 3 cannot infer (``{"my_score": "max"}``; ``val_my_score`` follows). Other
@@ -145,17 +158,23 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             on another worker. ``None`` (default): the instances of Keras's ``ModelCheckpoint``,
             ``CSVLogger``, ``TensorBoard`` and ``ProgbarLogger`` (subclasses too), so workers
             do not write the same files; ``[]``: every callback on every worker.
+        log_reductions: log name -> how it reduces over the epoch: ``"mean"`` (default: the
+            mean weighted by ``batch_size``, as Keras averages its loss), ``"last"`` (the latest
+            value: a tensor that is already the epoch's result, e.g. a stateful metric's running
+            total, which Keras reports as ``metric.result()``), ``"sum"`` (the sum of the
+            batch values, e.g. a per-batch count). Batch logs are the running value.
 
     Raises:
         TypeError: ``callbacks`` holds a non-callback (named), ``logs`` a non-tensor,
             ``optimizer`` is not a TF1 optimizer, ``metric_directions`` is not a mapping, or
             ``batch_size`` something else than an int, tensor or name, ``is_chief`` not a
-            bool, ``chief_only_callbacks`` not a list.
+            bool, ``chief_only_callbacks`` not a list, ``log_reductions`` not a mapping.
         ValueError: an unsupported callback (BackupAndRestore: named, with the reason), a
             ``metric_directions`` value other than ``"max"``/``"min"``, an unknown ``mode`` or
             epoch arguments in evaluate/predict mode, ``is_chief`` without
             ``steps_per_epoch`` or with evaluate/predict, ``chief_only_callbacks`` without
-            ``is_chief`` or naming a callback not in ``callbacks``, or (in ``begin``) a log
+            ``is_chief`` or naming a callback not in ``callbacks``, a ``log_reductions``
+            entry naming no log or with another value, or (in ``begin``) a log
             name missing from the graph (listing what is available), a ``learning_rate`` that
             is not a scalar of the graph or is computed from a placeholder, ``is_chief``
             without a global step in the graph.
@@ -163,8 +182,8 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
     Not forwarded:
         * ``model.stop_evaluating`` / ``stop_predicting``, and ``stop_training`` outside
           training: an evaluation or prediction session runs to its own end.
-        * Per-batch values: logs are running means, as Keras reports them; the batch value
-          is the graph's business.
+        * Per-batch values: logs are running means (or ``log_reductions``), as Keras reports
+          them; the batch value is the graph's business.
         * The run that finds the input exhausted got ``on_*_batch_begin`` (a hook cannot know
           before the run), as Keras does on an input of unknown length.
         * The Keras model itself: ``layers`` are the variables grouped by scope (TensorBoard
@@ -204,6 +223,7 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         mode: str = "auto",
         is_chief: bool | None = None,
         chief_only_callbacks: Sequence[Any] | None = None,
+        log_reductions: Mapping[str, str] | None = None,
     ) -> None:
         self.callbacks = checks.check_callbacks(callbacks)
         cluster.check_cluster_args(is_chief, chief_only_callbacks)
@@ -211,9 +231,12 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         self.active_callbacks = cluster.callbacks_here(
             self.callbacks, is_chief, chief_only_callbacks
         )
+        if is_chief is not False:  # fit's own progress bar; a file writer: the chief's
+            self.active_callbacks = dispatch.with_progbar(self.active_callbacks, verbose)
         self.is_chief = is_chief
         checks.check_args(logs, steps_per_epoch, validation_fn)
         self._logs = dict(logs)
+        self._reductions = check_reductions(log_reductions, self._logs)
         check_batch_size(batch_size)
         checks.check_mode(mode, steps_per_epoch, validation_fn, epochs, is_chief)
         self._mode_arg = mode
@@ -236,11 +259,12 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
     # -- SessionRunHook ---------------------------------------------------------------------
     def begin(self) -> None:
         graph = tf.compat.v1.get_default_graph()
-        names, tensors = resolve(graph, self._logs)
+        self._sort_logs = dispatch.sorts_logs(self.active_callbacks)
+        names, tensors = resolve(graph, self._logs, self._sort_logs)
         self._state.build(graph, names)
         lr = self._state.lr  # a fed placeholder: its value is taken from each run's feed_dict
         self._lr_fed = lr if lr is not None and lr.fed else None
-        self._means = RunningMeans(names)
+        self._means = RunningMeans(names, self._reductions)
         self.mode = self._resolve_mode(graph)
         kind = EVENT_KIND[self.mode]
         self._training = kind == "train"
@@ -259,7 +283,6 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             self.params.update(epochs=1, steps=None)
         calls.configure(self.params, self._model_for)
         calls.select_batch_events(kind)
-        self._batch_begin = calls.batch_begin_listened
         self._batch_end = calls.batch_end_listened
         self._batch_logs = self._means.means
         if kind == "predict":  # batch logs are {"outputs": the fetched values}, as Keras's
@@ -315,11 +338,15 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         # Not in a cluster: there sessions are recovered (a parameter server restarts), and the
         # sums of the runs before a recovery would be lost with the session that held them.
         if tensors and not self._batch_end and self.is_chief is None:
-            self._sums = GraphSums.build(graph, tensors, weight)
+            self._sums = GraphSums.build(graph, tensors, weight, means.kinds)
         if not tensors:
             self._args, self._add = None, None
         elif self._sums is not None:
             self._args, self._add = SessionRunArgs(self._sums.update_op), None
+        elif means.kinds is not None:  # some log is not a mean (log_reductions=)
+            means.weighted = weight is not None
+            fetches = [*tensors, weight] if weight is not None else list(tensors)
+            self._args, self._add = SessionRunArgs(fetches), means.add_reduced
         elif weight is not None:
             self._args, self._add = SessionRunArgs([*tensors, weight]), means.add_weighted
         elif len(tensors) == 1:
@@ -347,8 +374,10 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             if self._training:
                 self._resume_from(session)
                 self._calls.call("on_train_begin", {})
-                if self._shared is not None and self._finished():
-                    coord.request_stop()  # joined after the last epoch: nothing to train
+                if self._finished():
+                    # resumed (or joined) after the last epoch: nothing to train, as
+                    # fit(initial_epoch=epochs, epochs=epochs) trains no step
+                    coord.request_stop()
             else:
                 self._calls.call(f"on_{EVENT_KIND[self.mode]}_begin", {})
 
@@ -361,8 +390,9 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             self._epoch_first_batch = self._batch
             self._means.reset()
             self._calls.call("on_epoch_begin", self._epoch, {})
-        if self._batch_begin:
-            self._calls.batch_begin(self._batch)
+        calls = self._calls
+        if calls.begin_on:
+            calls.batch_begin(self._batch)
         return self._args
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
@@ -380,8 +410,9 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
             self._add(results)
         if self._session_model._hb_counters is not None:  # read by a tf_keras TensorBoard
             self._session_model._hb_count_run(self.mode)
-        if self._batch_end:
-            self._calls.batch_end(self._batch, self._batch_logs())
+        calls = self._calls
+        if calls.end_on:
+            calls.batch_end(self._batch, self._batch_logs())
         self._batch += 1
         if self._shared is not None:
             self._after_shared_run(run_context)

@@ -6,6 +6,15 @@ of the three batch means (Keras 3, tf_keras and Keras 2.15 alike). The sums belo
 the batch size when CallbackHook knows it (``batch_size=``, :func:`resolve_batch_size`), and count
 every step once otherwise.
 
+A log need not be a running mean (``log_reductions=``, :func:`check_reductions`): ``"last"`` reports
+the latest value (a stateful metric's tensor whose value is already the epoch's result, such as a
+running total: Keras reports ``metric.result()``), ``"sum"`` the sum of the batch values (a count),
+``"mean"`` (the default) the mean weighted by the batch size.
+
+Key order is the order Keras's ``CallbackList`` gives callbacks: Keras 3 sorts the keys
+(``pythonify_logs``); tf_keras / Keras 2 keep compile order (loss, the metrics, then ``val_*``),
+which for CallbackHook is the order of ``logs=`` as given (:func:`resolve`).
+
 Two ways to keep an epoch's sums. When some callback reads batch logs (TerminateOnNaN, a
 per-batch ProgbarLogger...), each step fetches the log tensors and the sums are Python floats
 (:class:`RunningMeans`); batch logs are ``sum / n`` within the epoch. When only epoch-level
@@ -18,15 +27,46 @@ per epoch. Both add float64 values in step order, so they give the same epoch me
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import tensorflow as tf
 
+#: How a log reduces over the epoch (``log_reductions=`` values).
+REDUCTIONS: Final = ("mean", "last", "sum")
 
-def resolve(graph: tf.Graph, logs: Mapping[str, Any]) -> tuple[list[str], list[tf.Tensor]]:
-    """(sorted names, tensors) of ``logs`` in ``graph``; raises naming a missing entry."""
-    names = sorted(logs)
+
+def check_reductions(value: Any, logs: Mapping[str, Any]) -> dict[str, str]:
+    """Checks CallbackHook's ``log_reductions=``: log name -> one of :data:`REDUCTIONS`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "CallbackHook: log_reductions must be a mapping of log name -> 'mean', 'last' or "
+            f"'sum', received {value!r} of type {type(value).__name__}."
+        )
+    for name, how in value.items():
+        if name not in logs:
+            raise ValueError(
+                f"CallbackHook: log_reductions names {name!r}, which is not in logs= "
+                f"({sorted(logs)}). Name a log given in logs=."
+            )
+        if how not in REDUCTIONS:
+            raise ValueError(
+                f"CallbackHook: log_reductions[{name!r}] must be one of {list(REDUCTIONS)}, "
+                f"received {how!r}. 'mean': the mean over the epoch weighted by batch size (as "
+                "Keras averages a loss); 'last': the latest value (a metric tensor that is "
+                "already the running result, e.g. a total); 'sum': the sum of the batch values."
+            )
+    return dict(value)
+
+
+def resolve(
+    graph: tf.Graph, logs: Mapping[str, Any], sort: bool = True
+) -> tuple[list[str], list[tf.Tensor]]:
+    """(names, tensors) of ``logs`` in ``graph``, names sorted (Keras 3) or as given (tf_keras /
+    Keras 2: compile order); raises naming a missing entry."""
+    names = sorted(logs) if sort else list(logs)
     return names, [_resolve_one(graph, f"logs[{name!r}]", logs[name]) for name in names]
 
 
@@ -109,14 +149,26 @@ def _available(graph: tf.Graph, limit: int = 30) -> str:
 
 
 class RunningMeans:
-    """Per-epoch sums of the log values, in Python floats."""
+    """Per-epoch sums of the log values, in Python floats.
 
-    __slots__ = ("count", "names", "sums")
+    With ``reductions`` (log name -> ``"last"`` / ``"sum"``; others are means), ``sums`` holds
+    the latest value of a ``"last"`` log and the unweighted sum of a ``"sum"`` log, and
+    :meth:`add_reduced` adds a step (its values, then the batch size when ``weighted``)."""
 
-    def __init__(self, names: list[str]) -> None:
+    __slots__ = ("count", "kinds", "names", "sums", "weighted")
+
+    def __init__(self, names: list[str], reductions: Mapping[str, str] | None = None) -> None:
         self.names = names
         self.sums = [0.0] * len(names)
         self.count = 0
+        reductions = reductions or {}
+        #: None when every log is a mean (the per-step fast paths), else each log's reduction.
+        self.kinds = (
+            tuple(reductions.get(name, "mean") for name in names)
+            if any(how != "mean" for how in reductions.values())
+            else None
+        )
+        self.weighted = False
 
     def reset(self) -> None:
         self.sums = [0.0] * len(self.names)
@@ -144,11 +196,32 @@ class RunningMeans:
             self.sums[0] += float(np.mean(value))
         self.count += 1
 
+    def add_reduced(self, values: Any) -> None:
+        """A step's values (a list, or the lone value of one log), each by its reduction."""
+        if not isinstance(values, list):
+            values = [values]
+        n = float(values[-1]) if self.weighted else 1.0
+        sums = self.sums
+        for i, kind in enumerate(self.kinds or ()):
+            v = _scalar(values[i])
+            if kind == "mean":
+                sums[i] += v * n
+            elif kind == "sum":
+                sums[i] += v
+            else:
+                sums[i] = v
+        self.count += n
+
     def means(self) -> dict[str, float]:
         n = self.count
         if not n:
             return {}
-        return {name: s / n for name, s in zip(self.names, self.sums)}
+        if self.kinds is None:
+            return {name: s / n for name, s in zip(self.names, self.sums)}
+        return {
+            name: s / n if kind == "mean" else s
+            for name, s, kind in zip(self.names, self.sums, self.kinds)
+        }
 
 
 def _scalar(value: Any) -> float:
@@ -168,20 +241,30 @@ class GraphSums:
     log tensor is not a number, and the caller fetches the tensors instead.
     """
 
-    def __init__(self, tensors: list[tf.Tensor], weight: tf.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        tensors: list[tf.Tensor],
+        weight: tf.Tensor | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> None:
         values = [
             tf.cast(t if t.shape.rank == 0 else tf.reduce_mean(t), tf.float64) for t in tensors
         ]
-        if weight is None:
-            values.append(tf.constant(1.0, tf.float64))  # the step count
-        else:
-            w = tf.cast(weight, tf.float64)
-            values = [v * w for v in values] + [w]  # the sample count
-        zeros = tf.zeros([len(values)], tf.float64)
+        w = tf.constant(1.0, tf.float64) if weight is None else tf.cast(weight, tf.float64)
+        zeros = tf.zeros([len(values) + 1], tf.float64)
         self.variable = tf.compat.v1.Variable(
             zeros, trainable=False, collections=[], name="sums", use_resource=True
         )
-        self.update_op = self.variable.assign_add(tf.stack(values)).op
+        if kinds is None:
+            # the sample count (or the step count) last
+            increments = (values if weight is None else [v * w for v in values]) + [w]
+        else:  # "sum": unweighted; "last": what makes the sum the value
+            before = self.variable.read_value()
+            increments = [
+                v * w if kind == "mean" else v if kind == "sum" else v - before[i]
+                for i, (v, kind) in enumerate(zip(values, kinds))
+            ] + [w]
+        self.update_op = self.variable.assign_add(tf.stack(increments)).op
         current = self.variable.read_value()
         with tf.control_dependencies([current]):
             reset = self.variable.assign(zeros).op
@@ -189,14 +272,18 @@ class GraphSums:
 
     @classmethod
     def build(
-        cls, graph: tf.Graph, tensors: list[tf.Tensor], weight: tf.Tensor | None = None
+        cls,
+        graph: tf.Graph,
+        tensors: list[tf.Tensor],
+        weight: tf.Tensor | None = None,
+        kinds: tuple[str, ...] | None = None,
     ) -> GraphSums | None:
         if graph.finalized or not all(
             t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool for t in tensors
         ):
             return None
         with graph.as_default(), tf.name_scope("hookbridge_callback_logs"):
-            return cls(tensors, weight)
+            return cls(tensors, weight, kinds)
 
     def initialize(self, session: Any) -> None:
         session.run(self.variable.initializer)

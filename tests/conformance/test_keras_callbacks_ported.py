@@ -150,6 +150,7 @@ def bridged_fit(
     hook stops). ``hook_epochs``: CallbackHook's ``epochs`` (default: the same);
     ``batch_size_arg``: its ``batch_size`` (default: the input batch), or ``size_fn(batch)``."""
     hook_kw = dict(kw, epochs=epochs if hook_epochs == "same" else hook_epochs)
+    hook_kw.setdefault("verbose", 0)  # as native_fit: no progress bar added
     graph = tf.Graph()
     with graph.as_default():
         gs = v1.train.get_or_create_global_step()

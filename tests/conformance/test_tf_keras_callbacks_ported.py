@@ -358,11 +358,12 @@ def test_slow_callback_warning_as_tf_keras_emits_it():
     assert seen["bridged"] == seen["native"]
 
 
-def test_no_slow_warning_for_keras_own_callbacks_or_fast_ones():
-    """Keras's own callbacks are never timed (tf_keras's ``globals()`` check), nor warned of."""
+def test_default_callbacks_no_warning():
+    """test_default_callbacks_no_warning: Keras's own callbacks are never timed (tf_keras's
+    ``globals()`` check), so no warning, even with a progress bar (a batch listener)."""
     for run in (native, bridged):
         with _tf_log() as records:
-            run([keras.callbacks.TerminateOnNaN(), Recorder()])
+            run([keras.callbacks.TerminateOnNaN(), keras.callbacks.History()], verbose=1)
         assert _normalized(records, "is slow compared") == []
 
 

@@ -520,3 +520,19 @@ def test_the_migration_guides_replacement_report_is_what_check_prints(monkeypatc
     )
     assert status == 1
     assert out.splitlines() == block
+
+
+def test_a_model_alone_gets_inputs_and_its_own_predictions_as_targets():
+    import numpy as np
+    import replacements
+
+    from hookbridge._conform.replacement import user_training
+
+    training = user_training(replacements.regression_model_only, 6, 3, "m")()
+    assert training.x.shape == (3, 3) and training.batch_size == 1 and training.epochs == 2
+    np.testing.assert_allclose(training.model(training.x), training.y, rtol=1e-6)
+    status, out, _ = _in_process(
+        "replacements:MaeWatcher", "--model", "replacements:regression_model_only"
+    )
+    assert status == 0, out
+    assert out.splitlines()[0].endswith("on replacements:regression_model_only): conforms")

@@ -88,6 +88,10 @@ def default_training(steps: int, steps_per_epoch: int) -> Callable[[], Training]
 
         model = keras_model()
         model.optimizer.iterations.assign(0)
+        # Shared by every run of the process: what the other side (or an earlier check) did to
+        # it is undone, weights to zero, learning rate to 0.
+        model.set_weights([np.zeros_like(w) for w in model.get_weights()])
+        model.optimizer.learning_rate.assign(0.0)
         losses = [EXACT_LOSSES[i % len(EXACT_LOSSES)] for i in range(steps_per_epoch)]
         y = np.array([[math.sqrt(v)] for v in losses], dtype="float32")
         return Training(model, np.zeros_like(y), y, 1, steps // steps_per_epoch)

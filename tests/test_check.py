@@ -536,3 +536,21 @@ def test_a_model_alone_gets_inputs_and_its_own_predictions_as_targets():
     )
     assert status == 0, out
     assert out.splitlines()[0].endswith("on replacements:regression_model_only): conforms")
+
+
+def test_the_default_graphs_hold_what_check_says():
+    import replacements
+
+    from hookbridge._conform import conform
+
+    replacements.GraphLister.seen.clear()
+    conform.hook_traces(replacements.GraphLister, steps=3)
+    native, bridged = replacements.GraphLister.seen
+    said_native, said_bridged = check_mod.DEFAULT_GRAPH.split("; under HookCallback: ")
+    for names, said in ((native, said_native), (bridged, said_bridged)):
+        for name in names:
+            if name != "loss_in":  # the placeholder feeding loss natively
+                assert name in said, (name, said)
+    page = (ROOT / "docs" / "conformance.md").read_text()
+    for name in set(native + bridged) - {"loss_in"}:
+        assert f"`{name}" in page, name

@@ -126,3 +126,19 @@ def regression_model_only():
     """The same model without data: check feeds it standard-normal inputs and its own
     predictions as targets."""
     return regression()[0]
+
+
+class GraphLister(v1.train.SessionRunHook):
+    """Records the tensors and variables of the graph it is given (check's default graphs)."""
+
+    seen: list = []
+
+    def begin(self) -> None:
+        graph = v1.get_default_graph()
+        kinds = ("PlaceholderWithDefault", "Placeholder", "VarHandleOp", "VariableV2", "Identity")
+        names = {
+            op.name
+            for op in graph.get_operations()
+            if op.type in kinds and not op.name.startswith(("hookbridge/", "global_step/"))
+        }
+        GraphLister.seen.append(sorted(names))

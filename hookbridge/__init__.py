@@ -3,7 +3,8 @@
 * :class:`HookCallback` runs TF1 ``SessionRunHook``s inside Keras ``fit``/``evaluate``/``predict``;
   :func:`restore_checkpoint` loads a checkpoint written under it (or, with an assignment map, by a
   TF1 graph or an Estimator: :func:`propose_assignment`) back into a Keras model, and
-  :func:`estimator_hooks` gives ``fit`` the hooks ``Estimator.train`` added unasked.
+  :func:`estimator_hooks` gives ``fit`` the hooks ``Estimator.train`` added unasked;
+  :func:`keras_twin` builds the Keras model of a canned Estimator.
 * :class:`CallbackLoop` gives a custom training loop (``tf.GradientTape``) ``fit``'s callback
   events and logs, for Keras callbacks and, through ``HookCallback``, TF1 hooks.
 * :class:`CallbackHook` runs Keras callbacks inside ``MonitoredSession`` / ``Estimator``;
@@ -24,6 +25,7 @@ from hookbridge._lazy import lazy_exports
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge import hooks
     from hookbridge._migrate.assignment import propose_assignment
+    from hookbridge._migrate.canned import keras_twin
     from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._callback_hook.weights import load_weights, read_weights
@@ -39,6 +41,7 @@ _EXPORTS = {
     "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
     "estimator_hooks": "hookbridge._migrate.estimator",
     "hooks": "hookbridge.hooks",
+    "keras_twin": "hookbridge._migrate.canned",
     "load_weights": "hookbridge._callback_hook.weights",
     "propose_assignment": "hookbridge._migrate.assignment",
     "read_weights": "hookbridge._callback_hook.weights",
@@ -53,6 +56,7 @@ __all__ = [
     "UnsupportedModelAttributeError",
     "estimator_hooks",
     "hooks",
+    "keras_twin",
     "load_weights",
     "propose_assignment",
     "read_weights",

@@ -11,6 +11,7 @@ EXPORTED = [
     "UnsupportedModelAttributeError",
     "estimator_hooks",
     "hooks",
+    "keras_twin",
     "load_weights",
     "propose_assignment",
     "read_weights",

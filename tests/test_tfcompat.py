@@ -435,3 +435,23 @@ def test_keras2_builtin_callback_names_follow_callback_list_module():
         assert "Mine" not in names
     else:  # Keras 3: no such check
         assert names is None
+
+
+def test_canned_estimator_arguments_and_head_settings():
+    """``canned_estimator_arguments`` (the variables a canned Estimator's private ``_model_fn``
+    closes over) and ``canned_head_settings`` (its head's private settings), read by
+    ``hookbridge.keras_twin``: tensorflow-estimator 2.15 (TF 2.15 stack only)."""
+    pytest.importorskip("tensorflow_estimator")
+    columns = [tf.feature_column.numeric_column("x")]
+    for est, reduction in (
+        (tf.estimator.DNNClassifier([3], columns, n_classes=4), "sum_over_batch_size"),
+        (tf.compat.v1.estimator.DNNClassifier([3], columns, n_classes=4), "weighted_sum"),
+    ):
+        args = _tfcompat.canned_estimator_arguments(est)
+        assert list(args["hidden_units"]) == [3] and args["optimizer"] == "Adagrad"
+        assert [c.key for c in args["feature_columns"]] == ["x"]
+        assert args["dropout"] is None and args["batch_norm"] is False
+        head = _tfcompat.canned_head_settings(args["head"])
+        assert head["logits_dimension"] == 4 and head["n_classes"] == 4
+        assert str(head["loss_reduction"]) == reduction
+        assert head["weight_column"] is None and head["label_vocabulary"] is None

@@ -1,0 +1,195 @@
+"""``keras_twin``: the Keras model a canned Estimator trains, built from the Estimator itself.
+
+What a canned ``DNNClassifier``/``DNNRegressor``/``LinearClassifier``/``LinearRegressor``
+(tensorflow-estimator 2.15, V1 ``tf.compat.v1.estimator.*`` and V2 ``tf.estimator.*``) computes,
+read from its constructor arguments:
+
+* the input: its numeric feature columns concatenated **sorted by column name** (``input_layer``
+  and ``linear_model`` sort them): one named ``keras.Input`` per column, in that order;
+* DNN: ``Dense(units, activation)`` per hidden layer, ``Dropout(dropout)`` after each, a
+  ``Dense(logits_dimension)`` for the logits; linear: one ``Dense(logits_dimension)`` (zeros);
+* the head: sigmoid / softmax cross-entropy on the logits, or squared error, reduced as the head
+  reduces (V1 default ``SUM`` over the batch, V2 ``SUM_OVER_BATCH_SIZE``);
+* the optimizer as the Estimator makes it: V2 canned use ``tf.keras.optimizers.legacy``
+  (DNN ``'Adagrad'``: ``Adagrad()``, lr 0.001; linear ``'Ftrl'``: lr 0.2, or
+  ``min(0.2, 1/sqrt(n_columns))`` when none is given); V1 the ``tf.compat.v1.train`` optimizer
+  of that name with lr 0.05 (DNN) / 0.2 (linear), as the Keras optimizer computing its update.
+
+The model's output is the logits (the Estimator's ``predictions["logits"]``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_SUPPORTED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor")
+_DNN_V1_LR, _LINEAR_LR = 0.05, 0.2
+
+
+def keras_twin(estimator: Any) -> Any:
+    """Builds and compiles the Keras model a canned Estimator trains.
+
+    ``restore_checkpoint(twin, estimator.model_dir, "auto")`` then loads the Estimator's weights,
+    global step and optimizer state into it, and ``estimator_hooks(model_dir, model=twin)``
+    writes checkpoints the Estimator continues from: the switch and the way back are exact
+    (``tests/test_canned.py``).
+
+    Args:
+        estimator: a canned ``DNNClassifier``, ``DNNRegressor``, ``LinearClassifier`` or
+            ``LinearRegressor`` (``tf.estimator`` or ``tf.compat.v1.estimator``) with numeric
+            feature columns.
+
+    Returns:
+        A compiled ``tf.keras.Model`` taking a dict of features (named inputs, one per column,
+        in the Estimator's order) and returning the logits.
+
+    Raises:
+        ValueError: the Estimator is of another kind (``BoostedTrees*``, ``DNNLinearCombined*``,
+            a custom ``model_fn``), or uses what the twin cannot build (categorical or
+            embedding columns, a ``normalizer_fn``, ``batch_norm``, ``weight_column``,
+            ``label_vocabulary``, an optimizer object or callable of TF1): the message names it.
+
+    Example:
+        >>> est = tf.estimator.DNNClassifier([16], columns, model_dir=model_dir)
+        >>> twin = hookbridge.keras_twin(est)
+        >>> step = hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    """
+    import tensorflow as tf
+
+    from hookbridge import _tfcompat
+
+    kind = type(estimator).__name__
+    v2 = kind.endswith("V2")
+    base = kind[:-2] if v2 else kind
+    if base not in _SUPPORTED:
+        raise ValueError(
+            f"keras_twin: {kind} is not supported; it builds the Keras model of "
+            f"{', '.join(_SUPPORTED)} (tf.estimator and tf.compat.v1.estimator). "
+            + (
+                "BoostedTrees models are trees, not Keras layers: there is no Keras twin to "
+                "continue them in."
+                if "BoostedTrees" in kind
+                else "For DNNLinearCombined* (two optimizers) or a custom model_fn, write the "
+                "Keras model and map it with restore_checkpoint(model, model_dir, 'auto')."
+            )
+        )
+    args = _tfcompat.canned_estimator_arguments(estimator)
+    columns = _numeric_columns(args["feature_columns"], kind)
+    head = _tfcompat.canned_head_settings(args["head"])
+    _check(args, head, kind)
+    keras = tf.keras
+    inputs = {key: keras.Input((width,), name=key) for key, width in columns}
+    x = list(inputs.values())
+    x = keras.layers.Concatenate(name="input_layer")(x) if len(x) > 1 else x[0]
+    units = int(head["logits_dimension"])
+    if base.startswith("DNN"):
+        for k, hidden in enumerate(args["hidden_units"]):
+            x = keras.layers.Dense(
+                int(hidden), activation=args.get("activation_fn"), name=f"hiddenlayer_{k}"
+            )(x)
+            if args.get("dropout"):
+                x = keras.layers.Dropout(float(args["dropout"]), name=f"dropout_{k}")(x)
+        logits = keras.layers.Dense(units, name="logits")(x)
+    else:
+        logits = keras.layers.Dense(units, kernel_initializer="zeros", name="linear_model")(x)
+    model = keras.Model(inputs, logits, name=kind)
+    model.compile(
+        optimizer=_optimizer(args.get("optimizer"), v2, base, len(columns)),
+        loss=_loss(keras, base, head),
+    )
+    return model
+
+
+def _numeric_columns(feature_columns: Any, kind: str) -> list[tuple[str, int]]:
+    """``(key, width)`` of each column, in the Estimator's order (sorted by name)."""
+    out = []
+    for column in sorted(feature_columns, key=lambda c: c.name):
+        name = type(column).__name__
+        shape = tuple(getattr(column, "shape", ()) or ())
+        if name != "NumericColumn":
+            raise ValueError(
+                f"keras_twin: {kind} has the feature column {column.name!r} of type {name}; the "
+                "twin builds numeric columns only (tf.feature_column.numeric_column). Build the "
+                "Keras model by hand (a keras.layers preprocessing layer per column) and map it "
+                "with restore_checkpoint(model, model_dir, 'auto')."
+            )
+        if getattr(column, "normalizer_fn", None) is not None or len(shape) != 1:
+            raise ValueError(
+                f"keras_twin: the numeric column {column.name!r} of {kind} has a normalizer_fn "
+                "or a shape of more than one dimension, which the twin does not build."
+            )
+        out.append((column.key, int(shape[0])))
+    return out
+
+
+def _check(args: dict[str, Any], head: dict[str, Any], kind: str) -> None:
+    for what in ("weight_column", "label_vocabulary"):
+        if head.get(what) is not None:
+            raise ValueError(f"keras_twin: {kind} has {what}={head[what]!r}, not supported.")
+    if args.get("batch_norm"):
+        raise ValueError(f"keras_twin: {kind} has batch_norm=True, not supported.")
+
+
+def _reduction(head: dict[str, Any]) -> str:
+    reduction = str(head.get("loss_reduction") or "sum_over_batch_size")
+    if reduction in ("weighted_sum", "sum"):
+        return "sum"
+    return "sum_over_batch_size"  # V2 default; V1 SUM_BY_NONZERO_WEIGHTS/MEAN without weights
+
+
+def _loss(keras: Any, base: str, head: dict[str, Any]) -> Any:
+    reduction = _reduction(head)
+    if base.endswith("Regressor"):
+        if reduction == "sum" and int(head["logits_dimension"]) > 1:
+            raise ValueError(
+                "keras_twin: a regressor with label_dimension > 1 and a SUM reduction sums "
+                "every label; Keras's MeanSquaredError averages them first. Not supported."
+            )
+        return keras.losses.MeanSquaredError(reduction=reduction)
+    if int(head.get("n_classes") or 2) > 2:
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+    return keras.losses.BinaryCrossentropy(from_logits=True, reduction=reduction)
+
+
+def _optimizer(optimizer: Any, v2: bool, base: str, n_columns: int) -> Any:
+    """The optimizer the Estimator builds, as a Keras optimizer computing the same update."""
+    import tensorflow as tf
+
+    keras = tf.keras
+    linear = base.startswith("Linear")
+    if optimizer is None and linear:
+        optimizer, lr = "Ftrl", min(_LINEAR_LR, 1.0 / math.sqrt(n_columns))
+    elif linear:
+        lr = _LINEAR_LR
+    else:
+        lr = None if v2 else _DNN_V1_LR
+    if v2:
+        legacy = keras.optimizers.legacy
+        if isinstance(optimizer, str):
+            classes = {
+                "Adagrad": legacy.Adagrad,
+                "Adam": legacy.Adam,
+                "Ftrl": legacy.Ftrl,
+                "RMSProp": legacy.RMSprop,
+                "SGD": legacy.SGD,
+            }
+            return classes[optimizer](learning_rate=lr) if lr else classes[optimizer]()
+        if isinstance(optimizer, (legacy.Optimizer, keras.optimizers.Optimizer)):
+            return type(optimizer).from_config(optimizer.get_config())
+    elif isinstance(optimizer, str):
+        # TF1 optimizers' defaults; Keras's Adagrad takes epsilon inside the root, 0 = TF1's.
+        v1 = {
+            "Adagrad": lambda: keras.optimizers.Adagrad(lr, initial_accumulator_value=0.1,
+                                                        epsilon=0.0),
+            "Adam": lambda: keras.optimizers.legacy.Adam(lr, epsilon=1e-8),
+            "Ftrl": lambda: keras.optimizers.legacy.Ftrl(lr),
+            "RMSProp": lambda: keras.optimizers.legacy.RMSprop(lr, rho=0.9, epsilon=1e-10),
+            "SGD": lambda: keras.optimizers.legacy.SGD(lr),
+        }
+        return v1[optimizer]()
+    raise ValueError(
+        f"keras_twin: the Estimator's optimizer {optimizer!r} is not one the twin can copy "
+        "(a name, or a Keras optimizer for tf.estimator V2); compile the twin yourself with "
+        "the Keras optimizer computing its update (docs/limits.md)."
+    )

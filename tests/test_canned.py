@@ -142,6 +142,8 @@ def runs(request, tmp_path_factory):
     bridged_losses = keras_fit(
         which, twin, 8, 16, lambda: hookbridge.estimator_hooks(bridged, model=twin, **CONFIG)
     )
+    shutil.copytree(bridged / "estimator-backup", root / "rollback")
+    rollback_losses = train(which, root / "rollback", 16)
     shutil.copytree(bridged, back)
     back_losses = train(which, back, 24)
     keras_losses = keras_fit(which, twin, 16, 24, lambda: [])
@@ -154,6 +156,7 @@ def runs(request, tmp_path_factory):
         "bridged": bridged_losses,
         "back": back_losses,
         "keras": keras_losses,
+        "rollback": rollback_losses,
     }
 
 
@@ -171,6 +174,10 @@ def test_the_twin_continues_as_the_estimator_loss_by_loss(runs):
 def test_the_estimator_continues_as_the_twin_loss_by_loss(runs):
     assert len(runs["back"]) == len(runs["keras"]) == 8
     np.testing.assert_allclose(runs["back"], runs["keras"], rtol=2e-5, atol=1e-7)
+
+
+def test_rolled_back_the_estimator_trains_as_it_did(runs):
+    np.testing.assert_array_equal(runs["rollback"], runs["native"])
 
 
 def test_what_the_twin_cannot_build_is_named():

@@ -1,4 +1,4 @@
-"""The four worlds: each runs a scenario and returns its trace.
+"""The four worlds, and the custom loop: each runs a scenario and returns its trace.
 
 =====================  ==================================  ==================================
 runner                 what runs                           imitates
@@ -8,6 +8,10 @@ runner                 what runs                           imitates
 ``run_hook_callback``  hooks under ``HookCallback`` in ``fit``   ``run_session``
 ``run_callback_hook``  callbacks under ``CallbackHook`` in a     ``run_fit``
                        ``MonitoredSession``
+``run_loop``           callbacks in a custom loop            ``run_fit``
+                       (``CallbackLoop``)
+``run_hook_callback_   hooks under ``HookCallback`` in a      ``run_session``
+in_loop``              ``CallbackLoop``
 =====================  ==================================  ==================================
 
 The TF1 graph has a global step, a train op incrementing it, a float scalar ``loss`` fed with the
@@ -221,5 +225,60 @@ def run_hook_callback(scenario: HookScenario, **callback_kwargs: Any) -> Trace:
     bridge = HookCallback(lambda: recording_hooks(scenario, trace), **callback_kwargs)
     try:
         return drive_fit([bridge], scenario, trace)
+    finally:
+        bridge.close()
+
+
+# ------------------------------------------------------------------------------ custom loop
+def drive_loop(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
+    """Runs ``run``'s steps in a custom training loop (``CallbackLoop``) on the shared model:
+    the batches :func:`drive_fit` feeds, a ``GradientTape`` step computing the same loss; the
+    oracle is :func:`drive_fit` itself (``docs/custom-loops.md``)."""
+    from hookbridge import CallbackLoop
+
+    model = keras_model()
+    model.optimizer.iterations.assign(0)
+
+    def step(x: Any, y: Any) -> dict[str, Any]:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss}
+
+    def batch(i: int) -> tuple[Any, Any]:
+        return np.zeros((1, 1), "float32"), np.array([[math.sqrt(run.loss(i))]], "float32")
+
+    if run.end_of_input is None:  # fit knows the size of arrays
+        data: Any = [batch(i) for i in range(run.steps_per_epoch)]
+        epochs = run.epochs
+    else:  # a generator, as drive_fit's: its size is unknown
+        data, epochs = (batch(i) for i in range(run.end_of_input)), 1
+    error: BaseException | None = None
+    try:
+        loop = CallbackLoop(model, list(callbacks), data=data, epochs=epochs)
+        with loop:
+            for _ in loop.epochs():
+                for x, y in loop.steps():
+                    loop.step_end(step(x, y))
+    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
+        error = e
+    return _outcome(trace, error)
+
+
+def run_loop(scenario: CallbackScenario) -> Trace:
+    """The custom loop: the scenario's recording callbacks in a ``CallbackLoop``."""
+    trace: Trace = []
+    return drive_loop(recording_callbacks(scenario, trace), scenario, trace)
+
+
+def run_hook_callback_in_loop(scenario: HookScenario, **callback_kwargs: Any) -> Trace:
+    """Bridged twice: the recording hooks under ``HookCallback`` in a ``CallbackLoop``."""
+    from hookbridge import HookCallback
+
+    trace: Trace = []
+    bridge = HookCallback(lambda: recording_hooks(scenario, trace), **callback_kwargs)
+    try:
+        return drive_loop([bridge], scenario, trace)
     finally:
         bridge.close()

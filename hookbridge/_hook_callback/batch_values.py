@@ -26,6 +26,8 @@ _NAN_ONLY: frozenset[type] = frozenset({tf.compat.v1.train.NanTensorHook})
 EXACT = 1 << 16
 _FIRST_KEY_BIT = 17
 
+_NONE: Mapping[str, float] = {}  # no exact values this step (never written)
+
 #: How a log key's batch value is found (:class:`MetricKinds` tells them apart).
 MEAN = "mean"  # a metric with ``total`` and ``count``: derived from its own count
 OTHER = "other"  # a metric without a count (AUC, Precision): Keras's value, with a warning
@@ -102,6 +104,7 @@ class BatchValues:
         "_seen",
         "_updates",
         "_warned",
+        "_exact",
         "_zero",
         "means",
     )
@@ -129,6 +132,7 @@ class BatchValues:
         self._updates = 0
         self.means: Mapping[str, float] = {}  # Keras's logs: the values over the epoch so far
         self._prev: Mapping[str, float] = {}
+        self._exact: Mapping[str, float] = _NONE
 
     # -- per step --------------------------------------------------------------------------------
     def demand(self, hook: Any, plan: Any) -> int:
@@ -179,11 +183,13 @@ class BatchValues:
             if key not in seen and key in self.means and self._kind(key) is MEAN:
                 seen[key] = self._read(key)
 
-    def update(self, logs: Mapping[str, float]) -> None:
+    def update(self, logs: Mapping[str, float], exact: Mapping[str, float] | None = None) -> None:
         """Records ``logs`` after a Keras step; values are derived on demand (:meth:`batch`), so a
-        step where no hook fetches one costs no arithmetic and no read."""
+        step where no hook fetches one costs no arithmetic and no read. ``exact``: the batch's
+        own values where the driver has them (a custom loop, ``hookbridge/_exact.py``)."""
         self._prev_seen, self._prev_zero, self._prev = self._seen, self._zero, self.means
         self._seen, self._zero, self.means = {}, False, logs
+        self._exact = exact or _NONE
         self._updates += 1
         self._quiet, self._quiet_next = self._quiet_next, 0
 
@@ -200,6 +206,8 @@ class BatchValues:
     # -- values --------------------------------------------------------------------------------
     def batch(self, key: str) -> float | None:
         """The value of ``key`` for the last batch, or None if Keras did not log a number."""
+        if key in self._exact:  # the driver's own value of the batch (a custom loop)
+            return self._exact[key]
         mean = self.means.get(key)
         if not isinstance(mean, (int, float)):
             return None

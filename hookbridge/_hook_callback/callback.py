@@ -9,6 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._exact import current as exact_values
 from hookbridge._hook_callback.agreement import FAILED, StopAgreement
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
@@ -377,7 +378,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
                 stacklevel=3,
             )
         try:
-            stop = run.after(batch, logs or {})
+            stop = run.after(batch, logs or {}, exact_values(self.model))
         except BaseException:
             self._run = None
             raise

@@ -199,8 +199,9 @@ class BridgeRun:
             self.close()
             raise
 
-    def after(self, batch: int, logs: dict) -> bool:
-        """The merged run and every hook's ``after_run``; returns whether a stop was requested."""
+    def after(self, batch: int, logs: dict, exact: Any = None) -> bool:
+        """The merged run and every hook's ``after_run``; returns whether a stop was requested.
+        ``exact``: the batch's own values, where the driver has them (``hookbridge/_exact.py``)."""
         if self._profiling:
             profiling.stop()
             self._profiling = False
@@ -214,7 +215,7 @@ class BridgeRun:
         else:
             if mode == "train":
                 self.global_step.after_step(steps)  # the one owner of the step (global_step.py)
-            self.batch_values.update(logs)
+            self.batch_values.update(logs, exact)
             if len(self.warned_keys) < len(logs):
                 warn_unknown_keys(self.side, logs, self.warned_keys)
         step = self.step

@@ -23,6 +23,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge import _exact
 from hookbridge._loop.logs import EpochLogs
 
 keras = tf.keras
@@ -81,6 +82,10 @@ class CallbackLoop:
             weights, ``optimizer``; for ``HookCallback``, ``optimizer.iterations`` is the global
             step). Several optimizers: give the model the ``optimizer`` that counts the steps.
         callbacks: Keras callbacks, built-in, third-party or ``HookCallback``.
+        data: the training data (an iterable of batches, e.g. a ``tf.data.Dataset``), which
+            :meth:`steps` reads when called without any. Given here, its size (when it can be
+            known without reading it) is the callbacks' ``params["steps"]``, as in ``fit``
+            (the progress bar's target).
         epochs: index of the epoch to stop at, as ``fit(epochs=...)``.
         steps_per_epoch: steps per epoch; ``None`` runs each epoch to the end of the data.
         initial_epoch: the epoch to start at (a resumed run), as ``fit(initial_epoch=...)``.
@@ -126,6 +131,7 @@ class CallbackLoop:
         model: Any,
         callbacks: Sequence[Any] | None = None,
         *,
+        data: Iterable[Any] | None = None,
         epochs: int = 1,
         steps_per_epoch: int | None = None,
         initial_epoch: int = 0,
@@ -180,8 +186,10 @@ class CallbackLoop:
         self._optimizer, self._saved_optimizer = optimizer, None
         self.callbacks = keras.callbacks.CallbackList(
             list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
-            verbose=verbose, epochs=self.epochs_total, steps=steps_per_epoch,
+            verbose=verbose, epochs=self.epochs_total,
+            steps=steps_per_epoch or (None if data is None else _known_batches(data, None)),
         )
+        self.data = data
         self._train_logs = EpochLogs(metrics)
         self._val_logs = EpochLogs(metrics)
         self._state = "new"  # new -> training -> ended
@@ -245,7 +253,8 @@ class CallbackLoop:
                 return
 
     def steps(self, data: Iterable[Any] | None = None) -> Iterator[Any]:
-        """The epoch's steps: each batch of ``data`` (or the step index when ``data`` is None).
+        """The epoch's steps: each batch of ``data`` (default: the loop's ``data=``; the step
+        index when there is none).
 
         ``on_train_batch_begin`` is called before each is given; :meth:`step_end` must follow.
         With ``steps_per_epoch`` the data's iterator carries over to the next epoch, as in ``fit``.
@@ -253,10 +262,12 @@ class CallbackLoop:
         self._require("steps()", "training")
         if self._epoch is None:
             raise RuntimeError("CallbackLoop.steps() runs inside `for epoch in loop.epochs():`.")
+        if data is None:
+            data = self.data
         if data is None and self.steps_per_epoch is None:
             raise ValueError(
                 "CallbackLoop.steps() without data needs steps_per_epoch= (how many steps an "
-                "epoch has); or pass the dataset: loop.steps(dataset)."
+                "epoch has); or pass the dataset: CallbackLoop(data=...) or loop.steps(dataset)."
             )
         iterator = self._epoch_iterator(data)
         known = None if data is None else _known_batches(data, self._learned_batches)
@@ -266,8 +277,6 @@ class CallbackLoop:
         read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
         k = self.steps_per_execution
         while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
-            if self.model.stop_training:
-                return
             wanted = k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
             batches: list[Any] = []
             if iterator is not None and read_first:
@@ -294,6 +303,8 @@ class CallbackLoop:
                     f"CallbackLoop: step {self._step} of epoch {self._epoch} ended without "
                     "loop.step_end(logs): call it once per step with the step's logs."
                 )
+            if self.model.stop_training:  # as fit: checked after each step's end only
+                return
 
     @staticmethod
     def _take(iterator: Iterator[Any], n: int) -> list[Any]:
@@ -336,7 +347,8 @@ class CallbackLoop:
         # when the data ended inside it; tf_keras / Keras 2 report the last step run.
         end = self._step + (self.steps_per_execution if KERAS3 and ran > 0 else ran) - 1
         self._step += ran
-        self.callbacks.on_train_batch_end(end, dict(self._last_logs))
+        with _exact.publishing(self.model, self._train_logs.raw):  # HookCallback's loss:0
+            self.callbacks.on_train_batch_end(end, dict(self._last_logs))
         return self._last_logs
 
     # -- inside -----------------------------------------------------------------------------

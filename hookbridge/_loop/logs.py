@@ -51,6 +51,7 @@ class EpochLogs:
         self._metrics: dict[str, Any] = {}
         self._order: list[str] = []  # keys in the order the step first returned them
         self._declared: dict[str, Any] = {}  # the loop's metrics=, reported after the keys
+        self.raw: dict[str, float] = {}  # the last step's own values (not the metrics')
         for metric in metrics:
             if not _is_metric(metric):
                 raise TypeError(
@@ -73,6 +74,7 @@ class EpochLogs:
                 f"{type(logs).__name__}. Return e.g. {{'loss': loss}} from the step function."
             )
         weight = 1.0 if batch_size is None else float(batch_size)
+        self.raw = {}
         for key, value in logs.items():
             if key not in self._order:
                 self._order.append(key)
@@ -80,7 +82,8 @@ class EpochLogs:
                 self._metrics[key] = value
                 continue
             sums = self._sums.setdefault(key, [0.0, 0.0])
-            sums[0] += to_float(value, key) * weight
+            self.raw[key] = number = to_float(value, key)
+            sums[0] += number * weight
             sums[1] += weight
         return self.result(keys=[*logs, *(k for k in self._declared if k not in logs)])
 

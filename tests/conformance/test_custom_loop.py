@@ -353,3 +353,37 @@ def test_optimizer_is_the_models_while_the_loop_runs():
     assert getattr(task.model, "optimizer", None) is before
     with pytest.raises(TypeError, match="takes a Keras optimizer"):
         hookbridge.CallbackLoop(task.model, optimizer="sgd")
+
+
+def test_hook_callback_sees_each_steps_own_values():
+    """HookCallback in the loop: ``loss:0`` is the step's own value (ragged last batch, an inf
+    batch), never a running mean, the global step is the optimizer's iterations (stale
+    in the run, fresh in after_run), as a TF1 loss tensor in a MonitoredSession is."""
+    v1 = tf.compat.v1
+    seen, raw = [], []
+
+    class Peek(v1.train.SessionRunHook):
+        def begin(self):
+            self.fetches = [v1.train.get_global_step(), "loss:0"]
+
+        def before_run(self, run_context):
+            return v1.train.SessionRunArgs(self.fetches)
+
+        def after_run(self, run_context, run_values):
+            fresh = run_context.session.run(self.fetches[0])
+            seen.append((int(run_values.results[0]), int(fresh), float(run_values.results[1])))
+
+    task = Task(inner_model())
+    task.model.compile(optimizer=task.optimizer)
+    loop = hookbridge.CallbackLoop(
+        task.model, [hookbridge.HookCallback([Peek()])], data=data(10, 4, inf_at=5), epochs=2
+    )
+    with loop:
+        for _ in loop.epochs():
+            for x, y in loop.steps():
+                logs = task.train(x, y)
+                raw.append(float(logs["loss"]))
+                loop.step_end(logs)
+    assert [s[:2] for s in seen] == [(i, i + 1) for i in range(6)]
+    np.testing.assert_array_equal([s[2] for s in seen], raw)  # each step's own value
+    assert math.isinf(raw[1]) and raw[0] != loop.history.history["loss"][0]

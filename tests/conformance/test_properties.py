@@ -71,3 +71,22 @@ def test_hook_callback_in_fit_equals_monitored_session(scenario):
 )
 def test_callback_hook_in_monitored_session_equals_fit(scenario):
     assert_same(run_fit(scenario), run_callback_hook(scenario), "CallbackHook")
+
+
+@settings(max_examples=max(examples() // 2, 10))
+@given(strategies.callback_scenarios())
+@example(CallbackScenario(epochs=1, steps_per_epoch=2, losses=(1.0, 4.0), end_of_input=3))
+def test_callbacks_in_a_custom_loop_equal_fit(scenario):
+    """The third runner: every callback scenario that runs in ``fit`` runs in ``CallbackLoop``."""
+    from hookbridge._conform.runners import run_loop
+
+    assert_same(run_fit(scenario), run_loop(scenario), "CallbackLoop")
+
+
+@settings(max_examples=max(examples() // 2, 10))
+@given(strategies.hook_scenarios())
+def test_hook_callback_in_a_custom_loop_equals_monitored_session(scenario):
+    """Every hook scenario: HookCallback in ``CallbackLoop`` traces as ``MonitoredSession``."""
+    from hookbridge._conform.runners import run_hook_callback_in_loop
+
+    assert_same(run_session(scenario), run_hook_callback_in_loop(scenario), "HookCallback in loop")

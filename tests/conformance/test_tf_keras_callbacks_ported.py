@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -399,7 +400,7 @@ def test_verbose_0_prints_nothing_and_a_given_progbar_is_not_doubled(capsys):
     )
 
 
-# -- tf_keras callbacks_test.py: CallbackCountsTest ---------------------------------------------------
+# -- tf_keras callbacks_test.py: CallbackCountsTest --
 CALLBACK_HOOKS = [
     "on_batch_begin", "on_batch_end", "on_epoch_begin", "on_epoch_end",
     "on_predict_batch_begin", "on_predict_batch_end", "on_predict_begin", "on_predict_end",
@@ -686,3 +687,94 @@ def test_stop_training_csv(tmp_path):
             rows[side] = list(csv.reader(f))
     assert len(rows["native"]) == 2
     assert _csv_values(rows["bridged"]) == _csv_values(rows["native"])
+
+
+# -- test_ModelCheckpoint's cases (weights files) ----------------------------------------------
+MODEL_CHECKPOINT_CASES = {
+    # Case 5: the monitored metric is not available: no file
+    "unknown_monitor": (
+        dict(monitor="unknown", mode="min", save_best_only=True),
+        "ckpt.weights.h5",
+    ),
+    # Case 8: an integer save_freq counts batches across epochs
+    "save_freq_7": (dict(save_freq=7), "ckpt.{epoch:02d}.weights.h5"),
+    # Case 11: save_freq=1 with the batch in the file name
+    "save_freq_1_batch": (dict(save_freq=1), "ckpt.{epoch:02d}b{batch:02d}.weights.h5"),
+    # Case 14: initial_value_threshold=0 with mode="min": never better, no file
+    "threshold_never": (
+        dict(monitor="loss", mode="min", save_best_only=True, initial_value_threshold=0),
+        "ckpt.weights.h5",
+    ),
+    # Case 12: a threshold every epoch beats
+    "threshold_beaten": (
+        dict(monitor="loss", mode="min", save_best_only=True, initial_value_threshold=100),
+        "ckpt.{epoch:02d}.weights.h5",
+    ),
+    # Case 6 (tf_keras / Keras 2 only): the deprecated `period`
+    "period_2": (dict(period=2), "ckpt.{epoch:02d}.weights.h5"),
+}
+
+
+@pytest.mark.parametrize("case", list(MODEL_CHECKPOINT_CASES))
+def test_ModelCheckpoint_cases(tmp_path, case):
+    """test_ModelCheckpoint's cases 5, 6, 8, 11, 12, 14: the same files written natively and
+    bridged (4 epochs of 5 steps)."""
+    kwargs, name = MODEL_CHECKPOINT_CASES[case]
+    if case == "period_2" and KERAS3:
+        pytest.skip("Keras 3's ModelCheckpoint has no `period`")
+    files = {}
+    for side, run in (("native", native), ("bridged", bridged)):
+        d = tmp_path / side
+        d.mkdir()
+        callback = keras.callbacks.ModelCheckpoint(str(d / name), save_weights_only=True, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the unknown monitor's warning, on both sides
+            run([callback], epochs=4)
+        files[side] = sorted(p.name for p in d.iterdir())
+    expected = {
+        # tf_keras skips the save (warning); Keras 3 warns and saves
+        "unknown_monitor": ["ckpt.weights.h5"] if KERAS3 else [],
+        "save_freq_7": ["ckpt.02.weights.h5", "ckpt.03.weights.h5"],
+        "threshold_never": [],
+        "threshold_beaten": ["ckpt.01.weights.h5"],
+        "period_2": ["ckpt.02.weights.h5", "ckpt.04.weights.h5"],
+    }
+    if case == "save_freq_1_batch":
+        assert len(files["native"]) == 20
+    else:
+        assert files["native"] == expected[case]
+    assert files["bridged"] == files["native"]
+
+
+def test_LearningRateScheduler_verbose_and_halving(capsys):
+    """test_LearningRateScheduler: ``verbose=1`` prints the rate it sets; a two-argument schedule
+    ``lambda epoch, lr: lr / 2`` reads the current rate (0.1 -> 0.025 after two epochs)."""
+    out, lrs = {}, {}
+    for side, run in (("native", native), ("bridged", bridged)):
+        result = run(
+            [keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2, verbose=1)], lr=0.1
+        )
+        out[side] = [
+            line for line in capsys.readouterr().out.splitlines() if "LearningRateScheduler" in line
+        ]
+        lrs[side] = (
+            result[1]
+            if side == "bridged"
+            else float(keras.backend.get_value(result.optimizer.learning_rate))
+        )
+    assert len(out["native"]) == 2 and out["bridged"] == out["native"]
+    assert lrs["native"] == pytest.approx(0.025) and lrs["bridged"] == pytest.approx(0.025)
+
+
+def test_EarlyStopping_with_start_from_epoch():
+    """test_EarlyStopping_with_start_from_epoch: no stop before ``start_from_epoch``, then
+    ``patience`` epochs without improvement."""
+    results = _both(
+        lambda side: [
+            keras.callbacks.EarlyStopping("loss", patience=1, start_from_epoch=2),
+            Recorder(),
+        ],
+        epochs=8,
+    )
+    ends = {s: [e[1] for e in c[1].events if e[0] == "epoch_end"] for s, (c, _) in results.items()}
+    assert len(ends["native"]) < 8 and ends["bridged"] == ends["native"]

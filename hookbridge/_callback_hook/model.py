@@ -137,9 +137,9 @@ class ModelProxy:
         self._hb_state.load_weights(str(filepath), skip_mismatch=skip_mismatch)
 
     def save(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
-        """Writes the model: tf_keras / Keras 2 with a path without ``.h5`` / ``.keras``, a
-        SavedModel of the graph (see savedmodel.py); an ``.h5`` path, the variables as
-        ``save_weights``; a ``.keras`` archive cannot be made."""
+        """Writes the model: an ``.h5`` path, the variables as ``save_weights``; another path,
+        on tf_keras / Keras 2 a SavedModel of the graph (see savedmodel.py), on Keras 3 Keras's
+        ``ValueError``; a ``.keras`` archive cannot be made."""
         path = str(filepath)
         if path.endswith(".keras"):
             raise UnsupportedModelAttributeError(
@@ -150,9 +150,17 @@ class ModelProxy:
                 "model. Use ModelCheckpoint(..., save_weights_only=True) with a path ending in "
                 "'.weights.h5', and hookbridge.load_weights to load it back.",
             )
-        if path.endswith(".h5") or is_keras3(self._hb_package):
+        if path.endswith((".h5", ".hdf5")):
             self._hb_state.save_weights(path)
             return
+        if is_keras3(self._hb_package):  # Keras 3's own error (saving_api.save_model)
+            raise ValueError(
+                "Invalid filepath extension for saving. Please add either a `.keras` extension "
+                "for the native Keras format (recommended) or a `.h5` extension. Use "
+                "`model.export(filepath)` if you want to export a SavedModel for use with "
+                f"TFLite/TFServing/etc. Received: filepath={path}. (CallbackHook: `.h5` writes "
+                "the graph's variables, `.keras` cannot be made.)"
+            )
         state = self._hb_state
         try:
             _savedmodel.write_saved_model(state.session, state.graph, path)
@@ -163,7 +171,7 @@ class ModelProxy:
                 "save",
                 f"It was asked for a SavedModel at {path!r} (tf_keras's format for a path "
                 f"without extension), and the session's graph could not be copied into one: "
-                f"{e}. Use ModelCheckpoint(..., save_weights_only=True) (a TF checkpoint of the "
+                f"{str(e).rstrip('.')}. Use ModelCheckpoint(..., save_weights_only=True) (a TF checkpoint of the "
                 "variables).",
             ) from e
 
@@ -232,7 +240,6 @@ class ModelProxy:
                     tf.Variable(0, dtype=tf.int64, trainable=False),
                 )
         return self._hb_counters[index]
-
 
     def _hb_count_run(self, mode: str) -> None:
         """One training (``"train"``) or evaluation run made: tf_keras's train / test function

@@ -49,15 +49,17 @@ def write_saved_model(session: Any, graph: tf.Graph, path: str) -> None:
     if os.path.exists(tmp):
         shutil.rmtree(tmp)
     try:
-        meta = tf.compat.v1.train.export_meta_graph(
-            graph=graph,
-            clear_devices=True,
-            collection_list=[k for k in _COLLECTIONS if graph.get_collection(k)],
-        )
+        with graph.as_default():  # graph mode: callbacks run in an eager context
+            meta = tf.compat.v1.train.export_meta_graph(
+                graph=graph,  # clear_devices=True would write a collection: graph finalized
+                clear_devices=False,
+                collection_list=[k for k in _COLLECTIONS if graph.get_collection(k)],
+            )
         copy = tf.Graph()
         with copy.as_default():
             tf.compat.v1.train.import_meta_graph(meta)
-            with tf.compat.v1.Session(graph=copy) as copy_session:
+            config = tf.compat.v1.ConfigProto(allow_soft_placement=True)  # a cluster's devices
+            with tf.compat.v1.Session(graph=copy, config=config) as copy_session:
                 for var in copy.get_collection(_KEYS.GLOBAL_VARIABLES):
                     init = var.initializer
                     copy_session.run(init, {init.inputs[1]: values[var.op.name]})
@@ -66,7 +68,7 @@ def write_saved_model(session: Any, graph: tf.Graph, path: str) -> None:
                     copy_session, [tf.compat.v1.saved_model.tag_constants.SERVING]
                 )
                 builder.save()
-    except Exception as e:  # noqa: BLE001 - any failure of the copy is reported the same way
+    except Exception as e:  # any failure of the copy is reported the same way
         shutil.rmtree(tmp, ignore_errors=True)
         raise SavedModelError(f"{type(e).__name__}: {e}") from e
     if os.path.isdir(path):

@@ -88,7 +88,7 @@ def _read_keras_h5(f: Any) -> dict[str, np.ndarray]:
     ``dense/kernel:0``), or any HDF5 file: its datasets by path. Keyed by the names without
     ``:0``, as the graph's variables of the same names (``tf.compat.v1.layers.dense``'s)."""
     out: dict[str, np.ndarray] = {}
-    group = f["model_weights"] if "model_weights" in f else f
+    group = f.get("model_weights", f)
     if "layer_names" in group.attrs:
         for layer in group.attrs["layer_names"]:
             g = group[_text(layer)]

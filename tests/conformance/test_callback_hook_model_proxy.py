@@ -16,8 +16,6 @@ loader, TensorBoard's ``EventAccumulator``):
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -79,7 +77,7 @@ def native_bn_model():
     return model
 
 
-def native_fit(callbacks, epochs=len(SCORES), model=None):
+def native_fit(callbacks, epochs=5, model=None):  # 5 = len(SCORES)
     model = model or native_bn_model()
     model.fit(X, Y, batch_size=4, epochs=epochs, verbose=0, callbacks=callbacks, shuffle=False)
     return model
@@ -111,8 +109,16 @@ def build_bn_graph():
     lr = v1.get_variable("lr", initializer=0.1, trainable=False)
     with tf.control_dependencies(updates):
         train = v1.train.AdamOptimizer(lr).minimize(loss, global_step=gs)
-    return {"x": x, "y": y, "score_in": score, "score": tf.identity(score, name="score"),
-            "loss": loss, "lr": lr, "train": train, "gs": gs}
+    return {
+        "x": x,
+        "y": y,
+        "score_in": score,
+        "score": tf.identity(score, name="score"),
+        "loss": loss,
+        "lr": lr,
+        "train": train,
+        "gs": gs,
+    }
 
 
 def run_bridged(callbacks, *, scores=SCORES, checkpoint_dir=None, save_steps=STEPS, **hook_kw):
@@ -166,7 +172,11 @@ def test_weights_are_the_model_variables_as_keras_model_weights():
     run_bridged([Probe()], scores=[1.0], learning_rate="lr")
     assert seen["shapes"] == [tuple(w.shape) for w in native.weights] == seen["values"]
     assert seen["weights"] == [
-        "bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance", "dense/kernel",
+        "bn/gamma",
+        "bn/beta",
+        "bn/moving_mean",
+        "bn/moving_variance",
+        "dense/kernel",
         "dense/bias",
     ]
     assert len(seen["trainable"]) == len(native.trainable_weights) == 4
@@ -180,6 +190,7 @@ def test_restore_best_weights_restores_the_moving_statistics_and_checkpoint_as_n
     CallbackHook the same, and the session's final checkpoint holds them (item 9: on Keras 3
     the restore runs in on_train_end, after CheckpointSaverHook.end saved; on tf_keras in the
     last on_epoch_end, after CheckpointSaverHook.after_run saved that step)."""
+
     def callbacks(score):
         rec, final = Weights(), Weights()  # final: after EarlyStopping, sees what it restored
         stop = keras.callbacks.EarlyStopping(
@@ -202,8 +213,14 @@ def test_restore_best_weights_restores_the_moving_statistics_and_checkpoint_as_n
     assert not np.allclose(rec.epochs[BEST][2], rec.epochs[-1][2])
     reader = tf.train.load_checkpoint(ckpt)
     assert tf.train.latest_checkpoint(ckpt).endswith(f"-{steps}")
-    names = ["bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance", "dense/kernel",
-             "dense/bias"]
+    names = [
+        "bn/gamma",
+        "bn/beta",
+        "bn/moving_mean",
+        "bn/moving_variance",
+        "dense/kernel",
+        "dense/bias",
+    ]
     _assert_same([reader.get_tensor(n) for n in names], rec.epochs[BEST])
 
 
@@ -215,8 +232,12 @@ def test_explicit_trainable_variables_leave_the_moving_statistics_as_before():
         def on_train_begin(self, logs=None):
             seen["names"] = [v.op.name for v in self.model.weights]
 
-    run_bridged([Probe()], scores=[1.0], learning_rate="lr",
-                variables=["bn/gamma", "bn/beta", "dense/kernel", "dense/bias"])
+    run_bridged(
+        [Probe()],
+        scores=[1.0],
+        learning_rate="lr",
+        variables=["bn/gamma", "bn/beta", "dense/kernel", "dense/bias"],
+    )
     assert seen["names"] == ["bn/gamma", "bn/beta", "dense/kernel", "dense/bias"]
 
 
@@ -269,8 +290,7 @@ def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
     model_dir's final checkpoint (what evaluate / predict / export read) holds the best epoch's
     weights, as fit's model does."""
     rec = Weights()
-    stop = keras.callbacks.EarlyStopping("score", patience=1, mode="min",
-                                         restore_best_weights=True)
+    stop = keras.callbacks.EarlyStopping("score", patience=1, mode="min", restore_best_weights=True)
 
     def model_fn(features, labels, mode):
         gs = v1.train.get_or_create_global_step()
@@ -279,7 +299,10 @@ def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
         score = tf.identity(tf.reduce_mean(features["score"]), name="score")
         train = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
         hook = hookbridge.CallbackHook(
-            [rec, stop], logs={"score": score}, steps_per_epoch=STEPS, epochs=len(SCORES),
+            [rec, stop],
+            logs={"score": score},
+            steps_per_epoch=STEPS,
+            epochs=len(SCORES),
             batch_size=4,
         )
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train, training_hooks=[hook])
@@ -291,7 +314,9 @@ def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
         return tf.data.Dataset.from_tensor_slices(({"x": xs, "score": scores}, ys)).batch(4)
 
     config = tf.estimator.RunConfig(
-        model_dir=str(tmp_path / "est"), save_checkpoints_steps=STEPS, save_summary_steps=None,
+        model_dir=str(tmp_path / "est"),
+        save_checkpoints_steps=STEPS,
+        save_summary_steps=None,
         log_step_count_steps=1000,
     )
     est = tf.estimator.Estimator(model_fn, config=config)
@@ -300,3 +325,147 @@ def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
     assert not np.allclose(rec.epochs[BEST][0], rec.epochs[-1][0])
     np.testing.assert_allclose(est.get_variable_value("w"), rec.epochs[BEST][0], rtol=1e-6)
     assert est.latest_checkpoint().endswith(f"-{(BEST + 2) * STEPS}")
+
+
+# -- item 3: model.load_weights ---------------------------------------------------------------------
+MODEL_VARIABLES = [
+    "bn/gamma",
+    "bn/beta",
+    "bn/moving_mean",
+    "bn/moving_variance",
+    "dense/kernel",
+    "dense/bias",
+]
+
+
+@pytest.mark.skipif(KERAS3, reason="Keras 3's ModelCheckpoint has no load_weights_on_restart")
+@pytest.mark.parametrize("name", ["ckpt/weights", "w.h5", "w-{epoch:02d}.h5"])
+def test_load_weights_on_restart_as_native(tmp_path, name):
+    """ModelCheckpoint(load_weights_on_restart=True) over two runs: at the second run's
+    on_train_begin the model holds what the first saved (natively: a fresh model initialized
+    otherwise; bridged: a new session of the same graph, initialized again)."""
+
+    def checkpoint(side):
+        path = str(tmp_path / side / name)
+        return keras.callbacks.ModelCheckpoint(
+            path, save_weights_only=True, load_weights_on_restart=True
+        )
+
+    first, second = Weights(), Weights()
+    native_fit([checkpoint("native"), first], epochs=2)
+    keras.utils.set_random_seed(1)
+    other = keras.Sequential(
+        [keras.Input((3,)), keras.layers.BatchNormalization(), keras.layers.Dense(1)]
+    )
+    other.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    initial = [np.array(w) for w in other.get_weights()]
+    native_fit([checkpoint("native"), second], epochs=1, model=other)
+    _assert_same(second.begin, first.epochs[-1])
+    assert not np.allclose(initial[4], first.epochs[-1][4])
+
+    first, second = Weights(), Weights()
+    run_bridged([checkpoint("bridged"), first], scores=[1.0, 1.0], learning_rate="lr")
+    run_bridged([checkpoint("bridged"), second], scores=[1.0], learning_rate="lr")
+    _assert_same(second.begin, first.epochs[-1])
+    assert not np.allclose(first.begin[4], first.epochs[-1][4])  # trained, then loaded
+
+
+class LoadAtBegin(keras.callbacks.Callback):
+    def __init__(self, path, **kwargs):
+        super().__init__()
+        self.path, self.kwargs = path, kwargs
+
+    def on_train_begin(self, logs=None):
+        self.model.load_weights(self.path, **self.kwargs)
+
+
+def test_load_weights_reads_a_tf1_saver_checkpoint_of_the_same_variables(tmp_path):
+    """A checkpoint the session's own Saver wrote (model variables, Adam's slots, the global
+    step): model.load_weights(directory) loads the model variables from it."""
+    ckpt = str(tmp_path / "mts")
+    run_bridged([], scores=[1.0, 1.0], checkpoint_dir=ckpt, learning_rate="lr")
+    reader = tf.train.load_checkpoint(ckpt)
+    rec = Weights()
+    run_bridged([LoadAtBegin(ckpt), rec], scores=[1.0], learning_rate="lr")
+    _assert_same(rec.begin, [reader.get_tensor(n) for n in MODEL_VARIABLES])
+
+
+def test_load_weights_of_a_native_weights_file(tmp_path):
+    """A weights file native fit wrote, of layers named as the graph's scopes: tf_keras /
+    Keras 2's HDF5 layout names each weight (``bn/gamma:0``) and loads into the graph's
+    variables of those names; Keras 3's ``.weights.h5`` numbers them (``vars/0``): a
+    ValueError naming what is missing, as Keras refuses a file of another model."""
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.BatchNormalization(name="bn"),
+            keras.layers.Dense(1, name="dense"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    model.fit(X, Y, batch_size=4, epochs=1, verbose=0)
+    path = str(tmp_path / ("native.weights.h5" if KERAS3 else "native.h5"))
+    model.save_weights(path)
+    rec = Weights()
+    if KERAS3:
+        with pytest.raises(ValueError, match="cannot load 6 of the model's 6 variables"):
+            run_bridged([LoadAtBegin(path), rec], scores=[1.0], learning_rate="lr")
+        return
+    run_bridged([LoadAtBegin(path), rec], scores=[1.0], learning_rate="lr")
+    _assert_same(rec.begin, model.get_weights())
+
+
+def test_load_weights_of_another_model_raises_unless_skip_mismatch(tmp_path):
+    """As Keras's load_weights: a file missing some of the model's variables is refused,
+    naming them; skip_mismatch=True loads the others."""
+    path = str(tmp_path / "part.h5")
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f.attrs["hookbridge_names"] = [b"dense/kernel"]
+        f.create_dataset("dense/kernel", data=np.full((3, 1), 7.0, "float32"))
+    with pytest.raises(ValueError, match=r"cannot load 5 of the model's 6 variables.*bn/gamma"):
+        run_bridged([LoadAtBegin(path)], scores=[1.0], learning_rate="lr")
+    rec = Weights()
+    run_bridged([LoadAtBegin(path, skip_mismatch=True), rec], scores=[1.0], learning_rate="lr")
+    np.testing.assert_allclose(rec.begin[4], np.full((3, 1), 7.0))
+    np.testing.assert_allclose(rec.begin[0], np.ones(3))  # left as initialized
+
+
+# -- item 4: ModelCheckpoint(save_weights_only=False) without an extension ----------------------------
+@pytest.mark.skipif(KERAS3, reason="Keras 3's ModelCheckpoint requires a .keras path then")
+def test_full_model_checkpoint_is_a_saved_model_as_native(tmp_path):
+    """tf_keras / Keras 2 write a SavedModel directory; CallbackHook one of the graph, whose
+    variables loaded back with the TF1 loader hold the values of the last save."""
+    paths = {side: str(tmp_path / side / "model") for side in ("native", "bridged")}
+    native_fit([keras.callbacks.ModelCheckpoint(paths["native"])], epochs=2)
+    rec = Weights()
+    checkpoint = keras.callbacks.ModelCheckpoint(paths["bridged"])
+    run_bridged([checkpoint, rec], scores=[1.0, 1.0], learning_rate="lr")
+    for path in paths.values():
+        assert tf.saved_model.contains_saved_model(path)
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session(graph=graph) as sess:
+        v1.saved_model.loader.load(sess, [v1.saved_model.tag_constants.SERVING], paths["bridged"])
+        by_name = {v.op.name: v for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)}
+        values = sess.run([by_name[n] for n in MODEL_VARIABLES])
+        assert float(sess.run(by_name["lr"])) == pytest.approx(0.1)
+        assert "bn/gamma/Adam" in by_name  # the optimizer's state too, as tf_keras saves it
+    _assert_same(values, rec.epochs[-1])
+
+
+@pytest.mark.skipif(not KERAS3, reason="Keras 3's error")
+def test_keras3_save_without_extension_raises_keras_error(tmp_path):
+    """Keras 3's model.save refuses a path without .keras / .h5 (natively too)."""
+    path = str(tmp_path / "model")
+
+    class Save(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.model.save(path)
+
+    with pytest.raises(ValueError, match="Invalid filepath extension") as native:
+        native_fit([Save()], epochs=1)
+    with pytest.raises(ValueError, match="Invalid filepath extension") as bridged:
+        run_bridged([Save()], scores=[1.0], learning_rate="lr")
+    assert str(native.value).split(" Use ")[0] == str(bridged.value).split(" Use ")[0]

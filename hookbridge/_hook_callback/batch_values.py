@@ -214,11 +214,11 @@ class BatchValues:
         if self._quiet:  # a NaN check (see _NAN_ONLY): Keras's value has the batch's NaN-ness
             self._quiet -= 1
             return float(mean)
-        if self._prev_zero:  # the epoch's first step: the value over the epoch is the batch's
-            return float(mean)
         kind = self._kinds.get(key) or self._kind(key)
         if kind is not MEAN:
             self._warn_kind(key, kind)
+            return float(mean)
+        if self._prev_zero:  # the epoch's first step: the value over the epoch is the batch's
             return float(mean)
         prev_mean = self._prev.get(key, 0.0)
         if not math.isfinite(prev_mean):

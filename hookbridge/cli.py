@@ -10,6 +10,7 @@ TensorFlow (``demo`` and ``check`` import it when they start, through :func:`qui
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import sys
@@ -28,14 +29,22 @@ _IMPORT_NOISE = re.compile(
 )
 
 
-def quiet_tensorflow() -> None:
+def quiet_tensorflow(command: str = "check") -> None:
     """Imports TensorFlow without its start-up INFO lines, unless the user asked for them.
 
     Sets ``TF_CPP_MIN_LOG_LEVEL`` to :data:`LOG_LEVEL` if the environment does not set it, and
     filters the two lines TensorFlow prints on import regardless of that level. Does not touch
     ``TF_ENABLE_ONEDNN_OPTS``: turning oneDNN off would silence its notice too, but it changes
     the numerics (float round-off) from what the user's own training computes.
+
+    Raises:
+        SystemExit: TensorFlow is not installed (how to install it, in one line).
     """
+    if importlib.util.find_spec("tensorflow") is None:
+        raise SystemExit(
+            f"hookbridge {command} needs TensorFlow, which is not installed here: "
+            'pip install "tf-hookbridge[tensorflow-cpu]" (or [tensorflow])'
+        )
     if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = LOG_LEVEL
@@ -225,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         if args.steps < 1:
             parser.error(f"--steps must be at least 1, received {args.steps}")
-        quiet_tensorflow()
+        quiet_tensorflow("demo")
         from hookbridge._demo import run_demo
 
         run_demo(args.out, args.steps)

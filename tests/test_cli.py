@@ -254,3 +254,23 @@ def test_quiet_tensorflow_keeps_other_lines():
     )
     assert not _IMPORT_NOISE.match(b"E0000 00:00:1.0  1 port.cc:153] something else failed")
     assert not _IMPORT_NOISE.match(b"Traceback (most recent call last):")
+
+
+def test_check_without_tensorflow_says_how_to_install_it(tmp_path):
+    # TensorFlow made unfindable in this interpreter only (the environment has it installed).
+    code = (
+        "import importlib.util, sys\n"
+        "real = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorflow' else real(name, *a)\n"
+        "from hookbridge.cli import main\n"
+        "sys.exit(main(['check', 'check_targets:make_loss_every_2']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        'hookbridge check needs TensorFlow, which is not installed here: pip install '
+        '"tf-hookbridge[tensorflow-cpu]" (or [tensorflow])'
+    )

@@ -5,9 +5,10 @@
     python benchmarks/scan_speed.py PATH               # any tree (e.g. an installed
                                                        # tensorflow_estimator, a checkout)
 
-The generated corpus is written in our own words: per file, a model_fn returning EstimatorSpecs
-with hooks, a hook class, an Estimator driver, and plain numeric helpers (about 300 lines, as the
-files of real TF1 projects). Reports the best of ``--repeats`` runs in wall time and in process
+The generated corpus is written in our own words, shaped like a large TF1 project (most files are
+layers, data and numeric code; some hold the Estimator parts): every file has numeric helpers
+(about 300 lines a file), every 4th a model_fn returning EstimatorSpecs with hooks, every 10th a
+hook class and an Estimator driver. Reports the best of ``--repeats`` runs in wall time and in process
 CPU time (the machine is shared: CPU time is the steadier figure), and ``ast.parse`` of the same
 files alone, the floor no scan goes below. Not a test: it prints figures, it asserts nothing.
 """
@@ -110,10 +111,12 @@ def generate(folder: Path, files: int) -> Path:
     project.mkdir(parents=True, exist_ok=True)
     (project / "__init__.py").write_text("")
     for i in range(files):
-        parts = [_HEAD.format(i=i), _HOOK.format(i=i)]
-        parts += [_MODEL.format(j=j) for j in range(3)]
-        parts += [_HELPER.format(j=j) for j in range(14)]
-        parts.append(_DRIVER.format(i=i))
+        parts = [_HEAD.format(i=i)]
+        if i % 10 == 0:
+            parts += [_HOOK.format(i=i), _DRIVER.format(i=i)]
+        if i % 4 == 0:
+            parts.append(_MODEL.format(j=0))
+        parts += [_HELPER.format(j=j) for j in range(19 - (i % 4 == 0) * 2 - (i % 10 == 0) * 2)]
         (project / f"part_{i:05d}.py").write_text("".join(parts))
     return folder
 

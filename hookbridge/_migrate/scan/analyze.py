@@ -1,12 +1,13 @@
 """The scan's analysis: from parsed modules to findings (by syntax tree only).
 
-Pass 1 (:class:`Classes`) decides which classes are ``SessionRunHook`` subclasses and which are
-Keras ``Callback`` subclasses (through any depth of inheritance, across modules), and finds the
+Pass 1 (:class:`~hookbridge._migrate.scan.classes.Classes`) decides which classes are
+``SessionRunHook`` subclasses and which are Keras ``Callback`` subclasses, and finds the
 zero-argument functions that build them. Pass 2 (:class:`ModuleScan`) goes over each module's
 calls (collected by the one walk of :mod:`hookbridge._migrate.scan.modules`, not by walking the
-tree again): it marks where entry points receive hooks and callbacks, then classifies every call
-(a hook constructed, a callback, an entry point), reads the tensors hooks name
-(:mod:`hookbridge._migrate.scan.tensors`) and lists spellings TensorFlow removed.
+tree again): it marks where entry points receive hooks and callbacks
+(:mod:`hookbridge._migrate.scan.entries`), then classifies every call (a hook constructed, a
+callback, an entry point), reads the tensors hooks name (:mod:`hookbridge._migrate.scan.tensors`)
+and lists spellings TensorFlow removed.
 """
 
 from __future__ import annotations
@@ -22,19 +23,12 @@ from hookbridge._migrate.scan.classes import (
     display,
     is_keras_callback_path,
     is_tf,
-    is_tpu,
     last_name,
     root_name,
 )
+from hookbridge._migrate.scan.entries import EntryPoints, name_of
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
 
-_ESTIMATOR_METHODS = ("train", "evaluate", "predict")
-_KERAS_METHODS = frozenset(
-    {"fit", "evaluate", "predict", "fit_generator", "evaluate_generator", "predict_generator"}
-)
-#: Entry points whose hook arguments are counted, not taken as hook positions: the hooks of
-#: ``hookbridge.estimator_hooks(hooks=...)`` already run under the HookCallback around it.
-_COUNTED_ONLY = frozenset({"estimator_hooks"})
 #: Built-in hooks whose arguments may name tensors: {name: (positional index, keyword)}.
 _TENSOR_ARGS = {
     "LoggingTensorHook": (0, "tensors"),
@@ -43,28 +37,14 @@ _TENSOR_ARGS = {
 }
 
 
-class ModuleScan:
+class ModuleScan(EntryPoints):
     """Pass 2 over one module: every finding in it."""
 
     def __init__(self, module: ModuleInfo, classes: Classes, graph_mode: bool = False) -> None:
-        self.m = module
+        super().__init__(module, graph_mode)
         self.classes = classes
-        self.graph_mode = graph_mode
-        self.out: list[f.Finding] = []
-        self._seen: set[tuple[int, str, str]] = set()
-        self.hook_positions: dict[int, str] = {}  # id(call) -> the entry it is passed to
-        self.callback_positions: dict[int, str] = {}
-        self.fit_callbacks: dict[int, str] = {}  # in a graph-mode tf.keras fit
-        self.native_callbacks: set[int] = set()
-        self.tensor_scopes: set[int] = set()  # hook classes, HookCallback hooks callables
-        self.factory_scopes: set[int] = set()
         self.hook_lines: set[int] = set()  # lines whose hook row carries a removed spelling
         self._pending_callbacks: list[tuple[ast.Call | None, f.Finding]] = []
-        self.estimator_vars = {
-            name
-            for name, call in module.call_assignments
-            if self._is_estimator(module.qualify(call.func))
-        }
 
     def run(self) -> list[f.Finding]:
         # Most calls (len(x), tf.reduce_mean(...)) cannot be anything the scan reports: a call
@@ -93,173 +73,12 @@ class ModuleScan:
             elif key in looked_at or key in positions:
                 self._classify_call(call)
         if self.tensor_scopes:
-            for call in self.m.calls:
+            for call in calls:  # the tensor reads are among the calls looked at
                 if any(id(s) in self.tensor_scopes for s in call.scopes):
                     self._scan_tensor_reference(call)
         self._spellings()
         self._emit_callbacks()
         return self.out
-
-    # -------------------------------------------------------------------------- helpers
-    def _add(
-        self, node: ast.AST, kind: str, name: str, bridged: catalog.Bridged, entry: str = ""
-    ) -> None:
-        line = getattr(node, "lineno", 1)
-        key = (line, kind, name)
-        if key in self._seen:
-            return
-        self._seen.add(key)
-        self.out.append(
-            f.Finding(
-                self.m.path, line, kind, name, bridged.status, bridged.detail, bridged.action, entry
-            )
-        )
-
-    @staticmethod
-    def _is_estimator(qualified: str | None) -> bool:
-        last = last_name(qualified)
-        return (
-            last in catalog.ESTIMATOR_CLASSES and (is_tf(qualified) or is_tpu(qualified))
-        ) or (last in catalog.CANNED_ESTIMATORS and is_tf(qualified))
-
-    def _entry_kind(self, call: ast.Call) -> str | None:
-        """The entry-point key of a call (``Estimator``, ``train``, ...), else None."""
-        qualified = self.m.qualify(call.func)
-        last = last_name(qualified)
-        if is_tpu(qualified):
-            return last
-        if (
-            (is_tf(qualified) or root_name(qualified) == "hookbridge")
-            and (last in catalog.ENTRY_POINTS or last in catalog.CANNED_ESTIMATORS)
-            and last != "RunConfig"  # only a TPU RunConfig is listed (iterations_per_loop)
-        ):
-            return last
-        if isinstance(call.func, ast.Attribute) and call.func.attr in _ESTIMATOR_METHODS:
-            has_hooks = any(k.arg == "hooks" for k in call.keywords)
-            if has_hooks or self._receiver(call) in self.estimator_vars:
-                return call.func.attr
-        return None
-
-    @staticmethod
-    def _receiver(call: ast.Call) -> str:
-        if not isinstance(call.func, ast.Attribute):
-            return ""
-        value = call.func.value
-        if isinstance(value, ast.Name):
-            return value.id
-        if isinstance(value, ast.Attribute):
-            return value.attr
-        return ""
-
-    @staticmethod
-    def _argument(call: ast.Call, keyword: str, index: int | None) -> ast.AST | None:
-        for k in call.keywords:
-            if k.arg == keyword:
-                return k.value
-        if (
-            index is not None
-            and len(call.args) > index
-            and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1])
-        ):
-            return call.args[index]
-        return None
-
-    def _elements(self, node: ast.AST | None, scopes: tuple[ast.AST, ...], depth: int = 0):
-        """The elements of a list of hooks (or callbacks), following names to their values."""
-        if node is None or depth > 4:
-            return []
-        if isinstance(node, ast.Name):
-            value = self.m.binding(scopes, node.id)
-            if isinstance(value, ast.Call):
-                return [value]
-            return self._elements(value, scopes, depth + 1) if value is not None else []
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            out = []
-            for element in node.elts:
-                if isinstance(element, ast.Name):
-                    value = self.m.binding(scopes, element.id)
-                    out.append(value if isinstance(value, ast.Call) else element)
-                else:
-                    out.append(element)
-            return out
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            return self._elements(node.left, scopes, depth + 1) + self._elements(
-                node.right, scopes, depth + 1
-            )
-        if isinstance(node, ast.ListComp):
-            return [node.elt]
-        return []
-
-    def _entry_label(self, call: ast.Call, keyword: str, kind: str) -> str:
-        destination = catalog.DESTINATIONS.get(keyword) or catalog.DESTINATION_BY_ENTRY.get(
-            kind, "fit"
-        )
-        return f"{self.m.path}:{call.lineno} {ast.unparse(call.func)}: {keyword} -> {destination}"
-
-    def _mark(self, call: Call, kind: str | None) -> None:
-        node = call.node
-        if kind is None:
-            self._mark_native(call)
-            return
-        for keyword, index in catalog.HOOK_ARGUMENTS.get(kind, {}).items():
-            if kind in _COUNTED_ONLY:
-                continue
-            if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
-                index = None  # positional hooks only on a known Estimator (not model.predict)
-            value = self._argument(node, keyword, index)
-            label = self._entry_label(node, keyword, kind)
-            for element in self._elements(value, call.scopes):
-                if isinstance(element, ast.Call):
-                    self.hook_positions.setdefault(id(element), label)
-            if kind == "HookCallback" and value is not None:
-                self._add_factory_scope(value, call.scopes)
-        for keyword, index in catalog.CALLBACK_ARGUMENTS.get(kind, {}).items():
-            label = self._entry_label(node, keyword, kind)
-            for element in self._elements(self._argument(node, keyword, index), call.scopes):
-                self.callback_positions.setdefault(id(element), label)
-
-    def _mark_native(self, call: Call) -> None:
-        node = call.node
-        for k in node.keywords:
-            if k.arg != "callbacks":
-                continue
-            graph_fit = (
-                self.graph_mode
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _KERAS_METHODS
-            )
-            elements = self._elements(k.value, call.scopes)
-            if graph_fit:
-                label = f"{self.m.path}:{node.lineno} {ast.unparse(node.func)}: callbacks -> fit"
-                for element in elements:
-                    self.fit_callbacks.setdefault(id(element), label)
-                self._add(
-                    node,
-                    f.ENTRY,
-                    ast.unparse(node.func),
-                    catalog.Bridged(
-                        f.ENTRY_POINT,
-                        "a graph-mode tf.keras "
-                        f"{node.func.attr} (eager execution is disabled): in TF 2 it runs "
-                        "eagerly (Keras 3 cannot run graph mode; tf_keras can); its callbacks "
-                        f"stay native Keras callbacks (callbacks: {len(elements)})",
-                    ),
-                )
-            self.native_callbacks.update(id(n) for n in elements)
-            self.native_callbacks.update(id(n) for n in ast.walk(k.value))
-
-    def _add_factory_scope(self, value: ast.AST, scopes: tuple[ast.AST, ...]) -> None:
-        """The hooks callable given to HookCallback: it builds hooks on the bridge's graph."""
-        if isinstance(value, ast.Lambda):
-            target = value
-        elif isinstance(value, ast.Name):
-            target = self.m.binding(scopes, value.id)
-            if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                return
-        else:
-            return
-        self.tensor_scopes.add(id(target))
-        self.factory_scopes.add(id(target))
 
     # -------------------------------------------------------------------------- classes
     def _report_classes(self) -> None:
@@ -337,7 +156,7 @@ class ModuleScan:
                 ),
             )
         elif id(node) in self.hook_positions and cls is None:
-            name = ast.unparse(node.func)
+            name = name_of(node.func)
             self._add(
                 node,
                 f.HOOK,
@@ -352,7 +171,7 @@ class ModuleScan:
         elif id(node) in self.callback_positions and cls is None:
             self._defer_callback(
                 node,
-                ast.unparse(node.func),
+                name_of(node.func),
                 catalog.Bridged(
                     f.CUSTOM,
                     f"a callback defined outside the scanned code ({qualified})",
@@ -437,40 +256,6 @@ class ModuleScan:
                     self._seen.add(key)
                     self.out.append(finding)
 
-    def _add_entry(self, call: Call, kind: str) -> None:
-        node = call.node
-        counts = []
-        for keyword, index in catalog.HOOK_ARGUMENTS.get(kind, {}).items():
-            if kind in _ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
-                index = None
-            value = self._argument(node, keyword, index)
-            if value is None:
-                continue
-            elements = self._elements(value, call.scopes)
-            counts.append(
-                f"{keyword}: {len(elements)}"
-                if elements or isinstance(value, ast.List)
-                else f"{keyword}: {ast.unparse(value)}"
-            )
-        if kind == "TPUEstimatorSpec" and any(k.arg == "scaffold_fn" for k in node.keywords):
-            counts.append(
-                "scaffold_fn: its init_fn (a warm start from a checkpoint) becomes "
-                "hookbridge.restore_checkpoint or HookCallback(scaffold=...)"
-            )
-        status = f.ENTRY_POINT
-        if kind in catalog.CANNED_ESTIMATORS:
-            what = catalog.CANNED_NEEDS
-            if kind.startswith("BoostedTrees"):
-                status, what = f.UNSUPPORTED, catalog.BOOSTED_TREES_REASON
-        else:
-            what = catalog.ENTRY_POINTS.get(kind) or (
-                f"Estimator.{kind}: its hooks go to Keras "
-                + {"train": "fit", "evaluate": "evaluate", "predict": "predict"}[kind]
-                + " in a HookCallback"
-            )
-        detail = what + (f" ({'; '.join(counts)})" if counts else "")
-        self._add(node, f.ENTRY, ast.unparse(node.func), catalog.Bridged(status, detail))
-
     # -------------------------------------------------------------------------- spellings
     def _spellings(self) -> None:
         """One row per removed spelling per file (first line; every line in the detail)."""
@@ -524,7 +309,7 @@ class ModuleScan:
             if isinstance(first.value, str):
                 self._add(node, f.TENSOR, repr(first.value), catalog.tensor_status(first.value))
         elif last in catalog.COLLECTION_METHODS and first is not None:
-            name = _collection_name(first)
+            name = _collectionname_of(first)
             if name is not None:
                 self._add(node, f.TENSOR, f"collection {name!r}", catalog.collection_status(name))
         elif last == "SessionRunArgs" and first is not None:
@@ -573,7 +358,7 @@ def _strings(node: ast.AST | None) -> Iterator[tuple[ast.AST, str]]:
             yield from _strings(value)
 
 
-def _collection_name(node: ast.AST) -> str | None:
+def _collectionname_of(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.Attribute) and node.attr in catalog.GRAPH_KEYS:

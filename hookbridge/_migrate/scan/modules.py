@@ -238,8 +238,16 @@ class _Walker:
                     if func.__class__ is ast.Attribute and func.attr in _EAGER_OFF:
                         info.graph_mode = True
                 elif kind is ast.Attribute:
-                    if node.attr in _SPELLING_PARTS or _mentions(node.value):
-                        text = _dotted(node)
+                    # tf.estimator.X / tf.contrib.tpu.X (the outermost of such a chain)
+                    value = node.value
+                    if value.__class__ is ast.Attribute and (
+                        value.attr in _SPELLING_PARTS
+                        or (
+                            value.value.__class__ is ast.Attribute
+                            and value.value.attr in _SPELLING_PARTS
+                        )
+                    ):
+                        text = dotted(node)
                         if text is not None:
                             info.dotted.append((node.lineno, text))
                             continue  # the chain is read whole; nothing below it is a call
@@ -344,15 +352,7 @@ class _Walker:
 _EAGER_OFF: Final = frozenset({"disable_eager_execution", "disable_v2_behavior"})
 
 
-def _mentions(node: ast.AST) -> bool:
-    while type(node) is ast.Attribute:
-        if node.attr in _SPELLING_PARTS:
-            return True
-        node = node.value
-    return False
-
-
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
     parts = []
     while type(node) is ast.Attribute:
         parts.append(node.attr)

@@ -16,6 +16,8 @@ loader, TensorBoard's ``EventAccumulator``):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -469,3 +471,46 @@ def test_keras3_save_without_extension_raises_keras_error(tmp_path):
     with pytest.raises(ValueError, match="Invalid filepath extension") as bridged:
         run_bridged([Save()], scores=[1.0], learning_rate="lr")
     assert str(native.value).split(" Use ")[0] == str(bridged.value).split(" Use ")[0]
+
+
+# -- item 8: weight histograms and images ---------------------------------------------------------
+def _weight_tags(logdir):
+    """{kind: {tag: [steps]}} of the weight summaries in ``train/`` (EventAccumulator)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(os.path.join(logdir, "train"), size_guidance={"tensors": 0})
+    acc.Reload()
+    out = {"histogram": {}, "image": {}}
+    for tag in acc.Tags()["tensors"]:
+        kind = tag.rpartition("/")[2]
+        if kind in out:
+            name = tag if not KERAS3 else tag.split("/", 1)[1] if tag.count("/") > 2 else tag
+            out[kind][name] = [e.step for e in acc.Tensors(tag)]
+    return out
+
+
+def test_weight_histograms_and_images_of_every_model_variable_as_native(tmp_path):
+    """TensorBoard(histogram_freq=1, write_images=True): natively a histogram per weight of
+    every layer and an image per 1-D / 2-D weight that squeezes to one, each epoch; under
+    CallbackHook the same tags for the graph's variables (layers named as the graph's scopes
+    natively, so the tags match; Keras 3's carry the model's name first, left out here)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.BatchNormalization(name="bn"),
+            keras.layers.Dense(1, name="dense"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    logdirs = {side: str(tmp_path / side) for side in ("native", "bridged")}
+
+    def board(side):
+        return keras.callbacks.TensorBoard(logdirs[side], histogram_freq=1, write_images=True)
+
+    native_fit([board("native")], epochs=2, model=model)
+    run_bridged([board("bridged")], scores=[1.0, 1.0], learning_rate="lr")
+    native, bridged = _weight_tags(logdirs["native"]), _weight_tags(logdirs["bridged"])
+    assert len(native["histogram"]) == 6 and native["image"]
+    assert bridged == native
+    assert all(steps == [0, 1] for kind in bridged.values() for steps in kind.values())

@@ -638,3 +638,33 @@ def test_every_hook_status_is_the_measured_one():
     for name in ("InMemoryEvaluatorHook", "stop_if_no_decrease_hook", "make_early_stopping_hook"):
         assert measured[name] == {"tf2.15-keras2": "passed"}
     assert catalog.builtin_status("hook", "LocalCLIDebugHook").status == V  # never measured
+
+
+def test_tensor_names_imported_from_another_scanned_module_are_resolved(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "names.py").write_text('LOGGED = dict((n, n) for n in ["loss", "acc"])\n')
+    (package / "job.py").write_text(
+        "import tensorflow as tf\n"
+        "from pkg.names import LOGGED\n"
+        "from pkg import names\n"
+        "LOSS = tf.compat.v1.get_default_graph().get_tensor_by_name('loss:0')\n"
+        "def hooks():\n"
+        "    return [\n"
+        "        tf.compat.v1.train.LoggingTensorHook(LOGGED, every_n_iter=1),\n"
+        "        tf.compat.v1.train.LoggingTensorHook(names.LOGGED, every_n_iter=1),\n"
+        "        tf.compat.v1.train.NanTensorHook(LOSS),\n"
+        "    ]\n"
+    )
+    tensors = {
+        (x.line, x.name, x.status) for x in scan(tmp_path).findings if x.kind == "tensor"
+    }
+    assert tensors == {
+        (7, "'loss'", C),
+        (7, "'acc'", N),
+        (8, "'loss'", C),
+        (8, "'acc'", N),
+        # A module-level tensor object: computed at import time, the tree cannot tell.
+        (9, "LOSS", V),
+    }

@@ -63,6 +63,9 @@ def _scan(root: Path, exclude: Iterable[str]) -> ScanResult:
             modules.append(parse(file, rel))
         except (SyntaxError, ValueError) as e:
             out.append(_parse_error(rel.as_posix(), e))
+    project = {m.module: m for m in modules}
+    for module in modules:
+        module.project = project
     classes = Classes(modules)
     # Eager execution turned off anywhere makes tf.keras fit graph-mode in the TF1 modules.
     graph_mode = any(m.graph_mode for m in modules)

@@ -118,6 +118,8 @@ class ModuleInfo:
     call_assignments: list[tuple[str, ast.Call]] = dataclasses.field(default_factory=list)
     #: True when the module turns TF's eager execution off (graph-mode tf.keras).
     graph_mode: bool = False
+    #: Every scanned module by dotted name (shared; set by the scan once all are parsed).
+    project: dict[str, ModuleInfo] = dataclasses.field(default_factory=dict, repr=False)
 
     def qualify(self, node: ast.AST) -> str | None:
         """The dotted, import-resolved name of a ``Name``/``Attribute`` chain, else None.
@@ -140,13 +142,20 @@ class ModuleInfo:
 
     def binding(self, scopes: tuple[ast.AST, ...], name: str) -> ast.AST | None:
         """The value last assigned to ``name`` in the innermost scope that assigns it."""
-        for scope in [*reversed(scopes), None]:
+        return self.binding_in(scopes, name)[0]
+
+    def binding_in(
+        self, scopes: tuple[ast.AST, ...], name: str
+    ) -> tuple[ast.AST | None, tuple[ast.AST, ...]]:
+        """:meth:`binding`, and the scopes around the assignment (``()``: the module's)."""
+        for depth in range(len(scopes), -1, -1):
+            scope = scopes[depth - 1] if depth else None
             values = self.bindings.get((None if scope is None else id(scope), name))
             if values:
-                return values[0]  # recorded last first
+                return values[0], scopes[:depth]  # recorded last first
             if scope is not None and _is_parameter(scope, name):
-                return None
-        return None
+                return None, scopes[:depth]
+        return None, ()
 
 
 def _is_parameter(scope: ast.AST, name: str) -> bool:

@@ -78,7 +78,13 @@ def _resolve(
             yield from _resolve(module, scopes, value, bridge_graph, via, depth + 1)
         return
     if isinstance(node, ast.Name):
-        value = module.binding(scopes, node.id)
+        value, where_bound = module.binding_in(scopes, node.id)
+        if value is None and not _is_parameter(scopes, node.id):
+            imported = _imported(module, module.qualify(node))
+            if imported is not None:  # a constant of another scanned module
+                other, value = imported
+                yield from _resolve(other, (), value, bridge_graph, via or node, depth + 1)
+                return
         if value is None:
             where = (
                 "a parameter of the function"
@@ -88,7 +94,7 @@ def _resolve(
             why = f"{node.id} is {where}: the tree cannot tell its tensors"
             yield _unverified(at, node.id, why)
             return
-        yield from _resolve(module, scopes, value, bridge_graph, via or node, depth + 1)
+        yield from _resolve(module, where_bound, value, bridge_graph, via or node, depth + 1)
         return
     names = _comprehension_names(node)
     if names is not None:
@@ -99,7 +105,25 @@ def _resolve(
             if k.arg is not None:
                 yield from _resolve(module, scopes, k.value, bridge_graph, via, depth + 1)
         return
+    if isinstance(node, ast.Attribute):  # constants.NAMES, constants a scanned module
+        imported = _imported(module, module.qualify(node))
+        if imported is not None:
+            other, value = imported
+            yield from _resolve(other, (), value, bridge_graph, via or node, depth + 1)
+            return
     yield _object(node, via, scopes, bridge_graph, module)
+
+
+def _imported(module: ModuleInfo, qualified: str | None) -> tuple[ModuleInfo, ast.AST] | None:
+    """A module-level value of another scanned module, by qualified name, else None."""
+    if not qualified or "." not in qualified:
+        return None
+    name, _, attr = qualified.rpartition(".")
+    other = module.project.get(name)
+    if other is None or other is module:
+        return None
+    value = other.binding((), attr)
+    return (other, value) if value is not None else None
 
 
 def _label(via: ast.Name | None, node: ast.AST) -> str:

@@ -514,3 +514,48 @@ def test_weight_histograms_and_images_of_every_model_variable_as_native(tmp_path
     assert len(native["histogram"]) == 6 and native["image"]
     assert bridged == native
     assert all(steps == [0, 1] for kind in bridged.values() for steps in kind.values())
+
+
+@pytest.mark.skipif(KERAS3, reason="tf.compat.v1.layers needs tf_keras / Keras 2")
+@pytest.mark.parametrize("optimizer", ["momentum", "adam", "rmsprop"])
+def test_tf1_layers_batch_normalization_weights_as_native(optimizer):
+    """A TF1 graph built with tf.compat.v1.layers (batch_normalization, dense) and a TF1 slot
+    optimizer: the proxy's weights are the layers' six variables, shaped as native
+    model.weights, whatever slots (``<var>/Momentum``, ``/Adam``, ``/RMSProp``) and non-slot
+    variables the optimizer made."""
+    native = native_bn_model()
+    seen = {}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen["names"] = [v.op.name for v in self.model.weights]
+            seen["count"] = self.model.count_params()
+
+    graph = tf.Graph()
+    with graph.as_default():
+        gs = v1.train.get_or_create_global_step()
+        x = tf.constant(X)
+        h = v1.layers.batch_normalization(x, training=True)
+        loss = tf.reduce_mean(tf.square(v1.layers.dense(h, 1) - Y), name="loss")
+        make = {
+            "momentum": lambda: v1.train.MomentumOptimizer(0.1, 0.9),
+            "adam": lambda: v1.train.AdamOptimizer(0.1),
+            "rmsprop": lambda: v1.train.RMSPropOptimizer(0.1, momentum=0.5),
+        }[optimizer]
+        with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+            train = make().minimize(loss, global_step=gs)
+        hook = hookbridge.CallbackHook(
+            [Probe()], logs={"loss": loss}, steps_per_epoch=1, epochs=1, batch_size=8
+        )
+        with v1.train.MonitoredSession(hooks=[hook]) as sess:
+            while not sess.should_stop():
+                sess.run(train)
+    assert seen["names"] == [
+        "batch_normalization/gamma",
+        "batch_normalization/beta",
+        "batch_normalization/moving_mean",
+        "batch_normalization/moving_variance",
+        "dense/kernel",
+        "dense/bias",
+    ]
+    assert seen["count"] == native.count_params() == 16

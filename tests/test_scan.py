@@ -549,7 +549,7 @@ def test_exclude_skips_folders_and_files(tpu, capsys):
     everything = scan(TPU)
     assert everything.files == 7 and tpu.files == 6
     assert {x.path for x in everything.findings} - {x.path for x in tpu.findings} == {
-        "tests/test_classifier.py"
+        "tests/check_classifier.py"
     }
     fewer = scan(TPU, exclude=["tests", "*_side.py", "textcls/registry.py"])
     assert fewer.files == 4

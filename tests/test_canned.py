@@ -54,6 +54,20 @@ CANNED = {
         lambda **k: tf.estimator.LinearClassifier(columns(), n_classes=3, **k),
         "classes",
     ),
+    "DNNLinearCombinedClassifier V2": (
+        lambda **k: tf.estimator.DNNLinearCombinedClassifier(
+            linear_feature_columns=columns()[:2], dnn_feature_columns=columns(),
+            dnn_hidden_units=[8, 4], **k,
+        ),
+        "binary",
+    ),
+    "DNNLinearCombinedRegressor V1": (
+        lambda **k: tf.compat.v1.estimator.DNNLinearCombinedRegressor(
+            linear_feature_columns=columns(), dnn_feature_columns=columns()[1:],
+            dnn_hidden_units=[8], **k,
+        ),
+        "regression",
+    ),
     "DNNClassifier V1": (
         lambda **k: tf.compat.v1.estimator.DNNClassifier([8, 4], columns(), **k),
         "binary",
@@ -187,11 +201,3 @@ def test_what_the_twin_cannot_build_is_named():
     categorical = tf.feature_column.categorical_column_with_identity("k", 3)
     with pytest.raises(ValueError, match="column 'k' of type IdentityCategoricalColumn"):
         hookbridge.keras_twin(tf.estimator.LinearClassifier([categorical]))
-    with pytest.raises(ValueError, match="DNNLinearCombinedClassifierV2 is not supported"):
-        hookbridge.keras_twin(
-            tf.estimator.DNNLinearCombinedClassifier(
-                linear_feature_columns=columns(),
-                dnn_feature_columns=columns(),
-                dnn_hidden_units=[4],
-            )
-        )

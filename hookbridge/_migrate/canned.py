@@ -15,7 +15,9 @@ read from its constructor arguments:
   ``min(0.2, 1/sqrt(n_columns))`` when none is given); V1 the ``tf.compat.v1.train`` optimizer
   of that name with lr 0.05 (DNN) / 0.2 (linear), as the Keras optimizer computing its update.
 
-The model's output is the logits (the Estimator's ``predictions["logits"]``).
+The model's output is the logits (the Estimator's ``predictions["logits"]``). A
+``DNNLinearCombined*`` twin trains its ``linear_model`` layer with ``model.extra_optimizers[0]``
+(the Estimator's linear optimizer) and the rest with ``model.optimizer``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-_SUPPORTED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor")
+_SUPPORTED = (
+    "DNNClassifier",
+    "DNNRegressor",
+    "LinearClassifier",
+    "LinearRegressor",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+)
 _DNN_V1_LR, _LINEAR_LR = 0.05, 0.2
+_COMBINED_DNN_LR, _COMBINED_LINEAR_LR = 0.001, 0.005
 
 
 def keras_twin(estimator: Any) -> Any:
@@ -36,17 +46,17 @@ def keras_twin(estimator: Any) -> Any:
     (``tests/test_canned.py``).
 
     Args:
-        estimator: a canned ``DNNClassifier``, ``DNNRegressor``, ``LinearClassifier`` or
-            ``LinearRegressor`` (``tf.estimator`` or ``tf.compat.v1.estimator``) with numeric
-            feature columns.
+        estimator: a canned ``DNNClassifier``, ``DNNRegressor``, ``LinearClassifier``,
+            ``LinearRegressor`` or ``DNNLinearCombined*`` (``tf.estimator`` or
+            ``tf.compat.v1.estimator``) with numeric feature columns.
 
     Returns:
         A compiled ``tf.keras.Model`` taking a dict of features (named inputs, one per column,
         in the Estimator's order) and returning the logits.
 
     Raises:
-        ValueError: the Estimator is of another kind (``BoostedTrees*``, ``DNNLinearCombined*``,
-            a custom ``model_fn``), or uses what the twin cannot build (categorical or
+        ValueError: the Estimator is of another kind (``BoostedTrees*``, a custom
+            ``model_fn``), or uses what the twin cannot build (categorical or
             embedding columns, a ``normalizer_fn``, ``batch_norm``, ``weight_column``,
             ``label_vocabulary``, an optimizer object or callable of TF1): the message names it.
 
@@ -70,35 +80,85 @@ def keras_twin(estimator: Any) -> Any:
                 "BoostedTrees models are trees, not Keras layers: there is no Keras twin to "
                 "continue them in."
                 if "BoostedTrees" in kind
-                else "For DNNLinearCombined* (two optimizers) or a custom model_fn, write the "
-                "Keras model and map it with restore_checkpoint(model, model_dir, 'auto')."
+                else "For a custom model_fn, write the Keras model and map it with "
+                "restore_checkpoint(model, model_dir, 'auto')."
             )
         )
     args = _tfcompat.canned_estimator_arguments(estimator)
-    columns = _numeric_columns(args["feature_columns"], kind)
+    combined = base.startswith("DNNLinearCombined")
+    if combined:  # the same arguments, named dnn_* / linear_*
+        args = {
+            **args,
+            "hidden_units": args["dnn_hidden_units"],
+            "activation_fn": args.get("dnn_activation_fn"),
+            "dropout": args.get("dnn_dropout"),
+        }
+    dnn_columns = args["dnn_feature_columns"] if combined else args["feature_columns"]
+    linear_columns = args["linear_feature_columns"] if combined else args["feature_columns"]
     head = _tfcompat.canned_head_settings(args["head"])
     _check(args, head, kind)
     keras = tf.keras
-    inputs = {key: keras.Input((width,), name=key) for key, width in columns}
-    x = list(inputs.values())
-    x = keras.layers.Concatenate(name="input_layer")(x) if len(x) > 1 else x[0]
     units = int(head["logits_dimension"])
+    inputs: dict[str, Any] = {}
+    parts = []
     if base.startswith("DNN"):
+        x = _input_layer(keras, inputs, _numeric_columns(dnn_columns or [], kind), "dnn")
         for k, hidden in enumerate(args["hidden_units"]):
             x = keras.layers.Dense(
                 int(hidden), activation=args.get("activation_fn"), name=f"hiddenlayer_{k}"
             )(x)
             if args.get("dropout"):
                 x = keras.layers.Dropout(float(args["dropout"]), name=f"dropout_{k}")(x)
-        logits = keras.layers.Dense(units, name="logits")(x)
+        parts.append(keras.layers.Dense(units, name="logits")(x))
+    if base.startswith("Linear") or combined:
+        linear = _numeric_columns(linear_columns or [], kind)
+        x = _input_layer(keras, inputs, linear, "linear")
+        parts.append(keras.layers.Dense(units, kernel_initializer="zeros", name="linear_model")(x))
+    logits = parts[0] if len(parts) == 1 else keras.layers.Add(name="add_logits")(parts)
+    ordered = {key: inputs[key] for key in sorted(inputs)}
+    if not combined:
+        model = keras.Model(ordered, logits, name=kind)
+        optimizer = _optimizer(args.get("optimizer"), v2, base, len(linear_columns or []))
     else:
-        logits = keras.layers.Dense(units, kernel_initializer="zeros", name="linear_model")(x)
-    model = keras.Model(inputs, logits, name=kind)
-    model.compile(
-        optimizer=_optimizer(args.get("optimizer"), v2, base, len(columns)),
-        loss=_loss(keras, base, head),
-    )
+        model = _two_optimizer_model(keras)(ordered, logits, name=kind)
+        optimizer = _optimizer(args.get("dnn_optimizer"), v2, "DNNCombined", 0)
+        model.extra_optimizers = [
+            _optimizer(args.get("linear_optimizer"), v2, "LinearCombined", len(linear_columns))
+        ]
+    model.compile(optimizer=optimizer, loss=_loss(keras, base, head))
     return model
+
+
+def _input_layer(keras: Any, inputs: dict[str, Any], columns: list[tuple[str, int]], part: str):
+    """The columns' inputs (shared between the parts) concatenated in the Estimator's order."""
+    for key, width in columns:
+        if key not in inputs:
+            inputs[key] = keras.Input((width,), name=key)
+    x = [inputs[key] for key, _ in columns]
+    return keras.layers.Concatenate(name=f"{part}_input_layer")(x) if len(x) > 1 else x[0]
+
+
+def _two_optimizer_model(keras: Any) -> Any:
+    """A Keras model whose ``train_step`` updates the ``linear_model`` layer with
+    ``extra_optimizers[0]`` and the rest with ``optimizer``, as ``DNNLinearCombined*`` does."""
+    import tensorflow as tf
+
+    class TwoOptimizerModel(keras.Model):
+        extra_optimizers: list[Any] = []
+
+        def train_step(self, data):
+            x, y = data[0], data[1]
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(x, y, y_pred)
+            linear = [v for v in self.trainable_variables if "linear_model" in v.name]
+            dnn = [v for v in self.trainable_variables if "linear_model" not in v.name]
+            grads = tape.gradient(loss, dnn + linear)
+            self.optimizer.apply_gradients(zip(grads[: len(dnn)], dnn))
+            self.extra_optimizers[0].apply_gradients(zip(grads[len(dnn) :], linear))
+            return self.compute_metrics(x, y, y_pred, None)
+
+    return TwoOptimizerModel
 
 
 def _numeric_columns(feature_columns: Any, kind: str) -> list[tuple[str, int]]:
@@ -158,7 +218,12 @@ def _optimizer(optimizer: Any, v2: bool, base: str, n_columns: int) -> Any:
 
     keras = tf.keras
     linear = base.startswith("Linear")
-    if optimizer is None and linear:
+    if base == "LinearCombined":  # dnn_linear_combined: its own defaults for both parts
+        optimizer = optimizer or "Ftrl"
+        lr = min(_COMBINED_LINEAR_LR, 1.0 / math.sqrt(n_columns))
+    elif base == "DNNCombined":
+        optimizer, lr = optimizer or "Adagrad", _COMBINED_DNN_LR
+    elif optimizer is None and linear:
         optimizer, lr = "Ftrl", min(_LINEAR_LR, 1.0 / math.sqrt(n_columns))
     elif linear:
         lr = _LINEAR_LR

@@ -96,6 +96,7 @@ class State:
     powers: dict[str, int]  # beta1_power -> 1
     settings: dict[str, str]  # training/Ftrl/learning_rate -> learning_rate
     unknown: list[str]
+    setting_families: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def families(self) -> set[str]:
@@ -127,6 +128,7 @@ def classify(names: Sequence[str], variables: set[str]) -> State:
         m = _V2_SETTING.match(name)
         if m:
             state.settings[name] = m["setting"]
+            state.setting_families[name] = _V2_FAMILY.get(m["opt"], m["opt"])
             continue
         state.unknown.append(name)
     return state
@@ -134,6 +136,21 @@ def classify(names: Sequence[str], variables: set[str]) -> State:
 
 def keras_family(optimizer: Any) -> str | None:
     return _KERAS_FAMILY.get(type(optimizer).__name__)
+
+
+def optimizers(model: Any) -> list[Any]:
+    """``model.optimizer`` and the model's ``extra_optimizers`` (a ``keras_twin`` of a
+    ``DNNLinearCombined*`` trains its linear part with a second one)."""
+    found = [getattr(model, "optimizer", None), *getattr(model, "extra_optimizers", ())]
+    return [o for o in found if o is not None]
+
+
+def pick(candidates: Sequence[Any], family: str | None) -> Any:
+    """The optimizer continuing state of ``family`` (the first one, when none is of it)."""
+    for optimizer in candidates:
+        if keras_family(optimizer) == family:
+            return optimizer
+    return candidates[0]
 
 
 def _lr(optimizer: Any) -> float:
@@ -176,17 +193,21 @@ def restore(
     ``{variable: (weight index, first row, end row)}`` for variables stacked into one weight."""
     from hookbridge import _tfcompat
 
-    optimizer = getattr(model, "optimizer", None)
+    candidates = optimizers(model)
     variables = {name: i for name, i in pairs}
     state = classify(names, set(variables))
-    if optimizer is None:
+    if not candidates:
         return [f"{n} (the model has no optimizer: compile it first)" for n in names]
-    family = keras_family(optimizer)
     missed: list[str] = []
     pending: dict[int, tuple[Any, Any]] = {}
     with _tfcompat.eager():
-        _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+        for optimizer in candidates:
+            _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+        for optimizer in candidates[1:]:  # each counts the global step, as the Estimator's did
+            optimizer.iterations.assign(step)
         for s in state.slots:
+            optimizer = pick(candidates, s.family)
+            family = keras_family(optimizer)
             why = _mismatch(optimizer, family, s.family)
             variable = _trainable(model, variables[s.var])
             target = None if why else _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
@@ -206,6 +227,8 @@ def restore(
                 buffer[...] = value.reshape(buffer.shape)
         for target, buffer in pending.values():
             target.assign(buffer)
+        optimizer = pick(candidates, "adam")
+        family = keras_family(optimizer)
         b = {1: getattr(optimizer, "beta_1", None), 2: getattr(optimizer, "beta_2", None)}
         for name, n in state.powers.items():
             if family != "adam" or b[n] is None:
@@ -220,6 +243,7 @@ def restore(
                     "not run from step 0)"
                 )
         for name, setting in state.settings.items():
+            optimizer = pick(candidates, state.setting_families.get(name))
             found = np.asarray(reader.get_tensor(name)).item()
             if setting == "iter":
                 if int(found) != step:
@@ -335,14 +359,17 @@ class Writer:
             with _tfcompat.eager():
                 for name, (i, start, end) in self.rows.items():
                     out[name] = np.asarray(weights[i])[start:end].reshape(out[name].shape)
-        if optimizer is None:
+        candidates = optimizers(model)
+        if not candidates:
             return out, sorted(self._initial)
-        family = keras_family(optimizer)
         carried = []
         with _tfcompat.eager():
-            iterations = int(np.asarray(optimizer.iterations))
-            _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+            iterations = int(np.asarray(candidates[0].iterations))
+            for optimizer in candidates:
+                _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
             for s in state.slots:
+                optimizer = pick(candidates, s.family)
+                family = keras_family(optimizer)
                 variable = _trainable(model, self.variables[s.var])
                 slot = None
                 if _mismatch(optimizer, family, s.family) is None:
@@ -356,6 +383,8 @@ class Writer:
                 if s.var in self.rows:
                     value = value[self.rows[s.var][1] : self.rows[s.var][2]]
                 out[s.name] = value.reshape(out[s.name].shape)
+            optimizer = pick(candidates, "adam")
+            family = keras_family(optimizer)
             for name, n in state.powers.items():
                 beta = getattr(optimizer, f"beta_{n}", None) if family == "adam" else None
                 if beta is None:
@@ -363,6 +392,7 @@ class Writer:
                     continue
                 out[name] = np.asarray(float(beta) ** (iterations + 1))
             for name, setting in state.settings.items():
+                optimizer = pick(candidates, state.setting_families.get(name))
                 have = _setting(optimizer, setting, iterations)
                 if have is None:
                     carried.append(name)

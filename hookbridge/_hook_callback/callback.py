@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from hookbridge._exact import current as exact_values
 from hookbridge._hook_callback.agreement import FAILED, StopAgreement
-from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.graph import SideGraph, tf1_names
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
 from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
@@ -334,6 +334,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             log_keys=access.log_keys(self._log_names),
             weights=list(model.weights),
             with_outputs=(mode == "predict"),
+            weight_names=tf1_names(model),  # an assignment map's names (restore_checkpoint)
         )
         global_step = global_step_for(model, access.iterations)
         run = BridgeRun(

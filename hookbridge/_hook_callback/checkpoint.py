@@ -1,10 +1,14 @@
 """Loading a CheckpointSaverHook checkpoint written under HookCallback back into a Keras model
-(or, with an assignment map, a TF1 / Estimator checkpoint: see ``hookbridge/_migrate/assignment.py``)."""
+(or, with an assignment map, a TF1 / Estimator checkpoint: see ``_migrate/assignment.py``).
+
+A restore through an assignment map also records the TF1 names it gave the model's weights
+(``graph.set_tf1_names``): the weight mirrors of the model's later HookCallback runs take them,
+so hooks finding variables by the checkpoint's names find the Keras weights."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import numpy as np
@@ -12,7 +16,12 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._migrate import assignment as _assignment
-from hookbridge._hook_callback.graph import mirror_name
+from hookbridge._hook_callback.graph import (
+    WEIGHTS_SCOPE,
+    mirror_name,
+    set_tf1_names,
+    tf1_names,
+)
 
 
 def restore_checkpoint(
@@ -42,6 +51,13 @@ def restore_checkpoint(
     ``beta1_power``, ``.../Momentum``, ``.../Adagrad``, ``.../RMSProp``, ``.../Ftrl``; the V2
     canned Estimators' ``training/<Optimizer>/...`` slots and settings) is loaded into
     ``model.optimizer``, converted to its slots; a warning names what could not be.
+
+    After a restore through ``assignment_map``, the model's weights answer to the checkpoint's
+    names in ``HookCallback``'s graph (``dense/kernel``, not ``model/000/kernel``), as the
+    ``model_fn``'s variables did: hooks that find variables by name (``InMemoryEvaluatorHook``,
+    ``init_from_checkpoint``, a hook reading ``dense/kernel``) find the Keras weights, and
+    ``CheckpointSaverHook`` writes them under those names, which ``restore_checkpoint`` without
+    a map reads back into the same model (a fresh model: ``"auto"``).
 
     Args:
         model: a built Keras model of the same architecture as the one trained.
@@ -92,11 +108,16 @@ def restore_checkpoint(
         _, step = _assignment.restore_mapped(
             model, reader, prefix, assignment_map, dry_run=dry_run, apply=_set
         )
+        if not dry_run:  # the weights now answer to the checkpoint's names in HookCallback
+            shapes = reader.get_variable_to_shape_map()
+            pairs = _assignment.plan(model, prefix, shapes, assignment_map).pairs
+            set_tf1_names(model, single_names(pairs))
         return step
     shapes = reader.get_variable_to_shape_map()
     values = []
+    known = tf1_names(model)  # a checkpoint written after a mapped restore keeps those names
     for i, w in enumerate(weights):
-        name = mirror_name(i, w)
+        name = known.get(i) if known.get(i) in shapes else mirror_name(i, w)
         if name not in shapes:
             raise ValueError(
                 f"restore_checkpoint: the model's weight #{i} ({w.name}) has no entry {name!r} in "
@@ -117,7 +138,22 @@ def restore_checkpoint(
         values.append(reader.get_tensor(name))
     step = int(reader.get_tensor("global_step")) if "global_step" in shapes else 0
     _set(model, values, step)
+    set_tf1_names(model, {i: n for i, n in known.items() if n in shapes})
     return step
+
+
+def single_names(pairs: Sequence[tuple[str, int]]) -> dict[int, str]:
+    """``{weight index: TF1 name}`` of an assignment plan's pairs, for the weights filled by ONE
+    checkpoint variable that is not HookCallback's own (``model/000/kernel``); a weight stacked
+    from several variables keeps its ``model/NNN`` mirror name."""
+    by_weight: dict[int, list[str]] = {}
+    for name, i in pairs:
+        by_weight.setdefault(i, []).append(name)
+    return {
+        i: names[0]
+        for i, names in by_weight.items()
+        if len(names) == 1 and not names[0].startswith(f"{WEIGHTS_SCOPE}/")
+    }
 
 
 def _set(model: Any, values: list[Any], step: int) -> None:

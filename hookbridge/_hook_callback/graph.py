@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +18,30 @@ RUNNING_MEAN_SCOPE = "running_mean"
 WEIGHTS_SCOPE = "model"
 
 _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
+#: The graph collection holding the weight mirrors, in ``model.weights`` order (whatever their
+#: names: ``model/NNN/...`` or the TF1 names of an assignment map).
+WEIGHT_MIRRORS = "hookbridge_weight_mirrors"
+
+#: model -> {weight index: TF1 name}: the names an assignment map gave the model's weights
+#: (``restore_checkpoint(..., assignment_map=...)``, ``estimator_hooks(model=...)``), which the
+#: weight mirrors of the model's next runs take.
+_TF1_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def set_tf1_names(model: Any, names: Mapping[int, str] | None) -> None:
+    """Records (``None``: forgets) the TF1 names ``model``'s weights answer to in its runs."""
+    if names:
+        _TF1_NAMES[model] = dict(names)
+    else:
+        _TF1_NAMES.pop(model, None)
+
+
+def tf1_names(model: Any) -> dict[int, str]:
+    """The TF1 names recorded for ``model``'s weights (weight index -> name), maybe empty."""
+    try:
+        return dict(_TF1_NAMES.get(model, {}))
+    except TypeError:  # not weak-referenceable or hashable: nothing was recorded
+        return {}
 
 
 def mirror_name(index: int, variable: Any) -> str:
@@ -32,6 +57,31 @@ def mirror_name(index: int, variable: Any) -> str:
         leaf = variable.name
     leaf = leaf.split("/")[-1].split(":")[0]
     return f"{WEIGHTS_SCOPE}/{index:03d}/{_INVALID_NAME_CHARS.sub('_', leaf)}"
+
+
+def _mirror_names(
+    weights: Sequence[Any], tf1: Mapping[int, str], graph: tf.Graph
+) -> list[str]:
+    """Each weight mirror's name: the TF1 name an assignment map gave the weight (so a hook
+    finding variables by the checkpoint's names, ``dense/kernel``, finds them), else
+    ``model/NNN/<leaf>``. A TF1 name the graph already uses (a log tensor's, ``global_step``)
+    or gives twice keeps the ``model/NNN`` name."""
+    names, taken = [], set()
+    for i, w in enumerate(weights):
+        name = tf1.get(i)
+        if not name or name in taken or _name_in_use(graph, name):
+            name = mirror_name(i, w)
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def _name_in_use(graph: tf.Graph, name: str) -> bool:
+    try:
+        graph.as_graph_element(name, allow_tensor=False, allow_operation=True)
+    except (KeyError, ValueError):
+        return name.split("/")[0] in (RUNNING_MEAN_SCOPE, "hookbridge")
+    return True
 
 
 #: Ops that take a variable's handle without changing the variable.
@@ -70,6 +120,7 @@ class SideGraph:
         log_keys: Sequence[str],
         weights: Sequence[Any],
         with_outputs: bool = False,
+        weight_names: Mapping[int, str] | None = None,
     ) -> None:
         self.graph = tf.Graph()
         self.log_tensors: dict[str, tf.Tensor] = {}
@@ -97,6 +148,7 @@ class SideGraph:
             if with_outputs:
                 self.outputs = tf.compat.v1.placeholder(tf.float32, shape=None, name="outputs")
             self.mirrors: list[tf.Variable] = []
+            names = _mirror_names(weights, weight_names or {}, self.graph)
             mirror_values: list[tf.Tensor] = []
             assigns = []
             for i, w in enumerate(weights):
@@ -109,12 +161,13 @@ class SideGraph:
                 # only way the graph's weights can differ from the model's.
                 # get_variable, as TF1 layers made them: init_from_checkpoint finds it by name.
                 mirror = tf.compat.v1.get_variable(
-                    mirror_name(i, w),
+                    names[i],
                     initializer=value,
                     trainable=bool(getattr(w, "trainable", True)),
                     use_resource=True,
                 )
                 self.mirrors.append(mirror)
+                tf.compat.v1.add_to_collection(WEIGHT_MIRRORS, mirror)
                 mirror_values.append(value)
                 assigns.append(mirror.assign(value, read_value=False))
             self.mirror_initializers = [m.initializer for m in self.mirrors]

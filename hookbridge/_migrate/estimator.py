@@ -181,7 +181,7 @@ def _checkpoint_names(
     if prefix is None:
         return None, None
     from hookbridge._migrate import assignment as _assignment
-    from hookbridge._hook_callback.graph import WEIGHTS_SCOPE
+    from hookbridge._hook_callback.graph import WEIGHT_MIRRORS
 
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
@@ -193,12 +193,11 @@ def _checkpoint_names(
             f"{', '.join(plan.labels[i] for i in plan.unassigned)}; pass assignment_map= "
             "(as restore_checkpoint takes it), or no model to write HookCallback's names."
         )
-    mirrors = {
-        int(v.op.name.split("/")[1]): v
-        for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-        if v.op.name.startswith(f"{WEIGHTS_SCOPE}/")
-    }
+    # The weight mirrors, in model.weights order (named model/NNN/..., or already by a TF1
+    # name a restore_checkpoint(..., assignment_map) gave them).
+    mirrors = dict(enumerate(graph.get_collection(WEIGHT_MIRRORS)))
     rows = plan.rows()  # variables stacked into one Keras weight are written as its rows
+    _name_mirrors(model, mirrors, plan.pairs)
     var_list = {name: mirrors[i] for name, i in plan.pairs if name not in rows}
     var_list[_assignment.GLOBAL_STEP] = global_step
     writer = None
@@ -261,6 +260,31 @@ def _warn_without_model(tf: Any, model_dir: str) -> None:
             f"Estimator restoring them fails (NotFoundError: Key {theirs[0]} not found). Pass "
             "model=<the Keras model> to keep the Estimator's names and optimizer state.",
             stacklevel=3,
+        )
+
+
+def _name_mirrors(
+    model: Any, mirrors: Mapping[int, Any], pairs: Sequence[tuple[str, int]]
+) -> None:
+    """The weight mirrors answer to the checkpoint's names from now on (``set_tf1_names``). Those
+    of this run were named before the hooks were built: when they do not carry the names yet
+    (no ``restore_checkpoint(model, model_dir, ...)`` before ``fit``), a warning says so."""
+    from hookbridge._hook_callback.checkpoint import single_names
+    from hookbridge._hook_callback.graph import set_tf1_names
+
+    names = single_names(pairs)
+    set_tf1_names(model, names)
+    unnamed = [n for i, n in names.items() if i in mirrors and mirrors[i].op.name != n]
+    if unnamed:
+        warnings.warn(
+            f"estimator_hooks: the model's weights answer to the checkpoint's names "
+            f"({', '.join(unnamed[:4])}{', ...' if len(unnamed) > 4 else ''}) from the next "
+            "run on: in this run the bridge's graph named them before the hooks were built "
+            "(model/NNN/...), so a hook finding variables by those names (InMemoryEvaluatorHook, "
+            "init_from_checkpoint, get_tensor_by_name) does not find them. Call "
+            "hookbridge.restore_checkpoint(model, model_dir, assignment_map) before fit: it loads "
+            "the checkpoint and names them at once.",
+            stacklevel=4,
         )
 
 

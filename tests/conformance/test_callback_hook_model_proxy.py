@@ -449,7 +449,10 @@ def test_full_model_checkpoint_is_a_saved_model_as_native(tmp_path):
         assert tf.saved_model.contains_saved_model(path)
     graph = tf.Graph()
     with graph.as_default(), v1.Session(graph=graph) as sess:
-        v1.saved_model.loader.load(sess, [v1.saved_model.tag_constants.SERVING], paths["bridged"])
+        meta = v1.saved_model.loader.load(
+            sess, [v1.saved_model.tag_constants.SERVING], paths["bridged"]
+        )
+        assert not meta.signature_def  # documented: the hook does not know inputs / outputs
         by_name = {v.op.name: v for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)}
         values = sess.run([by_name[n] for n in MODEL_VARIABLES])
         assert float(sess.run(by_name["lr"])) == pytest.approx(0.1)
@@ -559,3 +562,85 @@ def test_tf1_layers_batch_normalization_weights_as_native(optimizer):
         "dense/bias",
     ]
     assert seen["count"] == native.count_params() == 16
+
+
+# -- what docs/limits.md says stays different -----------------------------------------------------
+def test_an_unread_learning_rate_variable_not_passed_counts_as_a_model_variable():
+    """docs/limits.md: a non-trainable variable no update op reads (here the rate of a graph
+    trained by Adam with a constant, not ``lr``) and not passed as learning_rate= is a model
+    variable; passing learning_rate= leaves it out."""
+    seen = []
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen.append([v.op.name for v in self.model.weights])
+
+    graph = tf.Graph()
+    with graph.as_default():
+        gs = v1.train.get_or_create_global_step()
+        w = v1.get_variable("w", initializer=tf.ones([3, 1]))
+        lr = v1.get_variable("lr", initializer=0.1, trainable=False)
+        loss = tf.reduce_mean(tf.square(tf.matmul(tf.constant(X), w) - Y), name="loss")
+        train = v1.train.AdamOptimizer(0.1).minimize(loss, global_step=gs)
+        for kwargs in ({}, {"learning_rate": lr}):
+            hook = hookbridge.CallbackHook(
+                [Probe()], logs={"loss": loss}, steps_per_epoch=1, epochs=1, batch_size=8, **kwargs
+            )
+            with v1.train.MonitoredSession(hooks=[hook]) as sess:
+                while not sess.should_stop():
+                    sess.run(train)
+    assert seen == [["w", "lr"], ["w"]]
+
+
+def test_a_saver_outside_the_savers_collection_keeps_the_state_before_on_train_end(tmp_path):
+    """docs/limits.md: with Scaffold(saver=...) (not in the SAVERS collection) the final
+    checkpoint is not written again: it holds the last epoch's weights, not the restored best
+    ones the session's model holds at the end."""
+    rec, final = Weights(), Weights()
+    stop = keras.callbacks.EarlyStopping("score", patience=1, mode="min", restore_best_weights=True)
+    ckpt = str(tmp_path / "mts")
+    graph = tf.Graph()
+    with graph.as_default():
+        t = build_bn_graph()
+        hook = hookbridge.CallbackHook(
+            [rec, stop, final],
+            logs={"score": t["score"]},
+            steps_per_epoch=STEPS,
+            epochs=len(SCORES),
+            batch_size=4,
+            learning_rate="lr",
+        )
+        scaffold = v1.train.Scaffold(saver=v1.train.Saver())
+        with v1.train.MonitoredTrainingSession(
+            checkpoint_dir=ckpt,
+            scaffold=scaffold,
+            save_checkpoint_steps=STEPS,
+            save_checkpoint_secs=None,
+            save_summaries_steps=None,
+            save_summaries_secs=None,
+            log_step_count_steps=None,
+            hooks=[hook],
+        ) as sess:
+            step = 0
+            while not sess.should_stop():
+                i = step % STEPS
+                feed = {t["x"]: X[4 * i : 4 * i + 4], t["y"]: Y[4 * i : 4 * i + 4]}
+                feed[t["score_in"]] = SCORES[step // STEPS]
+                sess.run(t["train"], feed)
+                step += 1
+    _assert_same(final.end, rec.epochs[BEST])
+    reader = tf.train.load_checkpoint(ckpt)
+    _assert_same([reader.get_tensor(n) for n in MODEL_VARIABLES], rec.epochs[-1])
+
+
+def test_a_write_at_an_earlier_epoch_end_reaches_the_next_checkpoint_not_that_one(tmp_path):
+    """docs/limits.md: a ReduceLROnPlateau cut at an epoch's end (a checkpoint of that step was
+    written just before it) is in the next checkpoint, not in the one of that step."""
+    ckpt = str(tmp_path / "mts")
+    plateau = keras.callbacks.ReduceLROnPlateau("score", factor=0.5, patience=0, mode="min")
+    # the cut comes at epoch 1's end (2.0 after 1.0), after that step's checkpoint was written
+    run_bridged([plateau], scores=[1.0, 2.0, 0.5], checkpoint_dir=ckpt, learning_rate="lr")
+    state = tf.train.get_checkpoint_state(ckpt)
+    by_step = {int(p.rsplit("-", 1)[1]): p for p in state.all_model_checkpoint_paths}
+    assert tf.train.load_checkpoint(by_step[2 * STEPS]).get_tensor("lr") == pytest.approx(0.1)
+    assert tf.train.load_checkpoint(by_step[3 * STEPS]).get_tensor("lr") == pytest.approx(0.05)

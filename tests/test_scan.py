@@ -573,6 +573,10 @@ def test_hooks_grouped_by_entry_point_one_group_per_spec_call(tpu):
     ]
     evaluation = groups["textcls/classifier.py:35 tf.contrib.tpu.TPUEstimatorSpec"]
     assert [x.entry.split(": ")[1] for x in evaluation] == ["evaluation_hooks -> evaluate"]
+    # hooks=training_hooks([...]): the list that function of the module returns.
+    digits = groups["textcls/digits.py:19 classifier.train"]
+    assert [x.line for x in digits] == [11, 12, 13]
+    assert _by(tpu, "textcls/digits.py:19", "classifier.train").detail.endswith("(hooks: 3)")
     table = render(tpu, "table")
     assert "Hooks and callbacks by entry point" in table
     assert "  textcls/classifier.py:27 tf.contrib.tpu.TPUEstimatorSpec\n" in table

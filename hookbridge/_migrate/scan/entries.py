@@ -113,10 +113,12 @@ class EntryPoints:
         """The elements of a list of hooks (or callbacks), following names to their values."""
         if node is None or depth > 4:
             return []
+        if isinstance(node, ast.Call):  # hooks=make_hooks(): the lists a scanned function returns
+            return self._returned(node, scopes, depth)
         if isinstance(node, ast.Name):
             value = self.m.binding(scopes, node.id)
             if isinstance(value, ast.Call):
-                return [value]
+                return self._returned(value, scopes, depth) or [value]
             return self._elements(value, scopes, depth + 1) if value is not None else []
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             out = []
@@ -134,6 +136,20 @@ class EntryPoints:
         if isinstance(node, ast.ListComp):
             return [node.elt]
         return []
+
+    def _returned(self, call: ast.Call, scopes: tuple[ast.AST, ...], depth: int) -> list:
+        """The elements of the lists a function of this module returns, when ``call`` calls
+        one (``[]`` otherwise)."""
+        if not isinstance(call.func, ast.Name):
+            return []
+        function = self.m.binding(scopes, call.func.id)
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return []
+        out = []
+        for value in self.m.returned.get(id(function), []):
+            if isinstance(value, (ast.List, ast.Tuple, ast.BinOp, ast.Name)):
+                out += self._elements(value, (*scopes, function), depth + 1)
+        return out
 
     def _entry_label(self, call: ast.Call, keyword: str, kind: str) -> str:
         destination = catalog.DESTINATIONS.get(keyword) or catalog.DESTINATION_BY_ENTRY.get(

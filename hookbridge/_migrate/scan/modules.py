@@ -114,6 +114,8 @@ class ModuleInfo:
     returns: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]] = dataclasses.field(
         default_factory=list
     )
+    #: id(function) -> the values its ``return`` statements give.
+    returned: dict[int, list[ast.AST]] = dataclasses.field(default_factory=dict)
     #: ``x = f(...)`` / ``self.x = f(...)``: (the target's last name, the call).
     call_assignments: list[tuple[str, ast.Call]] = dataclasses.field(default_factory=list)
     #: True when the module turns TF's eager execution off (graph-mode tf.keras).
@@ -267,6 +269,8 @@ class _Walker:
                 elif kind is ast.Return:
                     if len(scopes) == 1 and node.value.__class__ is ast.Call:
                         info.returns.append((node.value, scopes[0]))
+                    if scopes and node.value is not None:
+                        info.returned.setdefault(id(scopes[-1]), []).append(node.value)
                 elif kind is ast.AnnAssign or kind is ast.AugAssign:
                     if node.target.__class__ is ast.Name and node.value is not None:
                         key = (id(scopes[-1]) if scopes else None, node.target.id)

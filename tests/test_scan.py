@@ -653,7 +653,7 @@ def test_tensor_names_imported_from_another_scanned_module_are_resolved(tmp_path
         "import tensorflow as tf\n"
         "from pkg.names import LOGGED\n"
         "from pkg import names\n"
-        "LOSS = tf.compat.v1.get_default_graph().get_tensor_by_name('loss:0')\n"
+        "LOSS = tf.constant(1.0)\n"
         "def hooks():\n"
         "    return [\n"
         "        tf.compat.v1.train.LoggingTensorHook(LOGGED, every_n_iter=1),\n"
@@ -671,4 +671,40 @@ def test_tensor_names_imported_from_another_scanned_module_are_resolved(tmp_path
         (8, "'acc'", N),
         # A module-level tensor object: computed at import time, the tree cannot tell.
         (9, "LOSS", V),
+    }
+
+
+def test_which_graph_a_tensor_object_belongs_to(tmp_path):
+    source = (
+        "import tensorflow as tf\n"
+        "import hookbridge\n"
+        "v1 = tf.compat.v1\n"
+        "def make_hooks(every):\n"
+        "    graph = v1.get_default_graph()\n"
+        "    a, b = graph.get_tensor_by_name('loss:0'), graph.get_tensor_by_name('acc:0')\n"
+        "    return [v1.train.LoggingTensorHook({'a': a, 'b': b, 's': v1.train.get_global_step()},"
+        " every_n_iter=every)]\n"
+        "callback = hookbridge.HookCallback(lambda: make_hooks(10))\n"
+        "def helper(total):\n"
+        "    return v1.train.NanTensorHook(total)\n"
+        "def other(x):\n"
+        "    y = tf.reduce_sum(x)\n"
+        "    return v1.train.NanTensorHook(y)\n"
+    )
+    tensors = {
+        (x.line, x.name, x.status) for x in scan(_write(tmp_path, source)).findings
+        if x.kind == "tensor"
+    }
+    assert tensors == {
+        # make_hooks is a hooks callable (HookCallback calls it): its tensor reads are listed...
+        (6, "'loss:0'", C),
+        (6, "'acc:0'", N),
+        # ... and a, b = get_tensor_by_name(...), ...: the hook logs the names they read.
+        (7, "'loss:0'", C),
+        (7, "'acc:0'", N),
+        # make_hooks is called by HookCallback's hooks callable: the bridge's global step.
+        (7, "v1.train.get_global_step()", C),
+        # A parameter, and an object built outside a model_fn: the tree cannot tell.
+        (10, "total", V),
+        (13, "y", V),
     }

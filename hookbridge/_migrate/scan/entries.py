@@ -213,6 +213,12 @@ class EntryPoints:
         """The hooks callable given to HookCallback: it builds hooks on the bridge's graph."""
         if isinstance(value, ast.Lambda):
             target = value
+            body = value.body  # lambda: make_hooks(...): make_hooks builds on the bridge's graph
+            if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
+                called = self.m.binding(scopes, body.func.id)
+                if isinstance(called, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.tensor_scopes.add(id(called))
+                    self.factory_scopes.add(id(called))
         elif isinstance(value, ast.Name):
             target = self.m.binding(scopes, value.id)
             if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):

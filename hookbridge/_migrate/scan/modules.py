@@ -321,6 +321,11 @@ class _Walker:
         for target in node.targets:
             if target.__class__ is ast.Name:
                 info.bindings.setdefault((scope, target.id), []).append(value)
+            elif target.__class__ is ast.Tuple and value.__class__ is ast.Tuple:
+                if len(target.elts) == len(value.elts):  # a, b = x, y
+                    for name, item in zip(target.elts, value.elts):
+                        if name.__class__ is ast.Name:
+                            info.bindings.setdefault((scope, name.id), []).append(item)
         if value.__class__ is ast.Call:
             for target in node.targets:
                 if target.__class__ is ast.Name:

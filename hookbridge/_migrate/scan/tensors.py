@@ -100,6 +100,16 @@ def _resolve(
     if names is not None:
         yield from _resolve(module, scopes, names, bridge_graph, via, depth + 1)
         return
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in catalog.BY_NAME_METHODS
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):  # graph.get_tensor_by_name("g_loss:0"): that name
+        yield Leaf(at, repr(node.args[0].value), catalog.tensor_status(node.args[0].value))
+        return
     if isinstance(node, ast.Call) and _is_dict_call(node) and not node.args:
         for k in node.keywords:
             if k.arg is not None:
@@ -143,6 +153,14 @@ def _object(node, via, scopes, bridge_graph, module: ModuleInfo) -> Leaf:
         )
     if not scopes:
         return _unverified(at, label, "a value computed at import time: the tree cannot tell")
+    model_fn = _model_fn(scopes)
+    if model_fn is None:
+        return _unverified(
+            at,
+            label,
+            f"a tensor object built in {getattr(scopes[-1], 'name', 'a lambda')}, not a model_fn: "
+            "the tree cannot tell which graph it belongs to",
+        )
     if is_step:
         return Leaf(
             at,
@@ -159,12 +177,26 @@ def _object(node, via, scopes, bridge_graph, module: ModuleInfo) -> Leaf:
         label,
         catalog.Bridged(
             f.NEEDS_TENSOR,
-            f"{label} is a tensor object of the TF1 model graph (computed in "
-            f"{getattr(scopes[-1], 'name', 'a lambda')}): it does not exist in fit",
+            f"{label} is a tensor object of the TF1 model graph (computed in {model_fn}): it "
+            "does not exist in fit",
             f"log it from Keras as a metric (or log value) named e.g. '{_key(label)}', and "
             f"name '{_key(label)}:0' in the hook, built in HookCallback's hooks callable",
         ),
     )
+
+
+def _model_fn(scopes: tuple[ast.AST, ...]) -> str | None:
+    """The enclosing function that builds the TF1 model graph (a ``model_fn``: it takes
+    ``features`` or ``mode``, or is named so), else None."""
+    for scope in reversed(scopes):
+        args = getattr(scope, "args", None)
+        if not isinstance(args, ast.arguments):
+            continue
+        names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        name = getattr(scope, "name", "")
+        if names & {"features", "mode"} or "model_fn" in name:
+            return name or "a lambda"
+    return None
 
 
 def _unverified(node: ast.AST, label: str, why: str) -> Leaf:

@@ -279,7 +279,7 @@ def test_multiworker_agree_stops_false_builds_no_collective(multiworker):
     chief, worker = (r["scenarios"]["unagreed"] for r in multiworker)
     assert [chief["error"], worker["error"]] == [None, None]
     assert [chief["iterations"], worker["iterations"]] == [3, 3]
-    assert [chief["agreement_built"], worker["agreement_built"]] == [False, False]
+    assert [chief["rounds"], worker["rounds"]] == [0, 0]  # not even the start round
     for got in (chief, worker):
         assert any("agree_stops=False" in w for w in got["warnings"]), got["warnings"]
 
@@ -489,20 +489,24 @@ def test_multiworker_alike_deciders_need_no_round_per_step(multiworker):
     assert [g["iterations"] for g in alike] == [3, 3]
     assert [g["error"] for g in alike] == [None, None]
     assert [g["stop_rounds"] for g in alike] == [False, False]
+    assert [g["rounds"] for g in alike] == [1, 1]  # the start round only
     assert not any("after this step" in w for g in alike for w in g["warnings"])
 
     assert native(100, NAN_STEP) == (NAN_STEP, "NanLossDuringTrainingError")
     assert [g["iterations"] for g in nan] == [NAN_STEP, NAN_STEP]
     assert [g["error"].split(":")[0] for g in nan] == ["NanLossDuringTrainingError"] * 2
     assert [g["stop_rounds"] for g in nan] == [False, False]
+    assert [g["rounds"] for g in nan] == [1, 1]
 
     assert [g["stop_rounds"] for g in unlike] == [True, True]
+    assert [g["rounds"] for g in unlike] == [1 + 3, 1 + 3]  # the start round and each step's
     assert [g["iterations"] for g in unlike] == [3, 3]
     assert [g["error"] for g in unlike] == [None, None]
     stopped = [w for w in unlike[1]["warnings"] if "after this step" in w]
     assert len(stopped) == 1 and "worker:0 asked to stop" in stopped[0], unlike[1]["warnings"]
     # A user's hook with after_run could stop one worker alone: every step has a round.
     assert [r["scenarios"]["basic"]["stop_rounds"] for r in multiworker] == [True, True]
+    assert [r["scenarios"]["basic"]["rounds"] for r in multiworker] == [1 + 4, 1 + 4]
 
 
 def test_stop_deciders_are_sorted_by_what_they_decide_on(tmp_path):

@@ -35,8 +35,21 @@ from multiworker_hooks import (
 )
 
 import hookbridge
+from hookbridge._hook_callback.agreement import StopAgreement
 
 keras = tf.keras
+
+#: The agreement's collective rounds in the current scenario (the start round included).
+ROUNDS = [0]
+_exchange = StopAgreement._exchange
+
+
+def _counted_exchange(self, values):
+    ROUNDS[0] += 1
+    return _exchange(self, values)
+
+
+StopAgreement._exchange = _counted_exchange
 
 
 class CountingHook(tf.compat.v1.train.SessionRunHook):
@@ -127,7 +140,6 @@ def unagreed_scenario(strategy) -> dict:
         lambda: [tf.compat.v1.train.StopAtStepHook(last_step=3)], agree_stops=False
     )
     got = fit(build_model(strategy), bridge, EPOCHS, STEPS_PER_EPOCH)
-    got["agreement_built"] = bridge._agreement is not None
     return got
 
 
@@ -177,6 +189,7 @@ def main(out_dir: str, names: list[str]) -> None:
     index = int(strategy.cluster_resolver.task_id)
     results: dict = {}
     alike = ["alike", "alike_nan", "unlike"]
+    ROUNDS[0] = 0
     for name in names or [*SCENARIOS, "keras_stop", "unagreed", *alike, "basic"]:
         if name in alike:
             got = alike_scenario(strategy, index, name)
@@ -188,6 +201,8 @@ def main(out_dir: str, names: list[str]) -> None:
             got = keras_stop_scenario(strategy, index)
         else:
             got = stop_scenario(strategy, index, name)
+        got["rounds"] = ROUNDS[0]
+        ROUNDS[0] = 0
         results[name] = got
         if got["error"] and "PerReplica" in got["error"]:  # Keras 3: keras-team/keras#20585
             print(json.dumps({"ok": False, "error": got["error"]}), flush=True)

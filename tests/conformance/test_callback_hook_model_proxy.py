@@ -565,10 +565,10 @@ def test_tf1_layers_batch_normalization_weights_as_native(optimizer):
 
 
 # -- what docs/limits.md says stays different -----------------------------------------------------
-def test_an_unread_learning_rate_variable_not_passed_counts_as_a_model_variable():
-    """docs/limits.md: a non-trainable variable no update op reads (here the rate of a graph
-    trained by Adam with a constant, not ``lr``) and not passed as learning_rate= is a model
-    variable; passing learning_rate= leaves it out."""
+def test_which_non_trainable_variables_count_as_the_models():
+    """docs/limits.md: a non-trainable variable outside any scope (a running ``total``, an
+    ``lr``) is bookkeeping, not a model variable; one inside a scope that no update op reads
+    (``schedule/lr``) counts as the model's unless passed as learning_rate=."""
     seen = []
 
     class Probe(keras.callbacks.Callback):
@@ -579,17 +579,22 @@ def test_an_unread_learning_rate_variable_not_passed_counts_as_a_model_variable(
     with graph.as_default():
         gs = v1.train.get_or_create_global_step()
         w = v1.get_variable("w", initializer=tf.ones([3, 1]))
-        lr = v1.get_variable("lr", initializer=0.1, trainable=False)
+        v1.get_variable("lr", initializer=0.1, trainable=False)
+        total = v1.get_variable("total", initializer=0.0, trainable=False)
+        with v1.variable_scope("schedule"):
+            scoped_lr = v1.get_variable("lr", initializer=0.1, trainable=False)
         loss = tf.reduce_mean(tf.square(tf.matmul(tf.constant(X), w) - Y), name="loss")
-        train = v1.train.AdamOptimizer(0.1).minimize(loss, global_step=gs)
-        for kwargs in ({}, {"learning_rate": lr}):
+        train = tf.group(
+            v1.train.AdamOptimizer(0.1).minimize(loss, global_step=gs), total.assign_add(loss)
+        )
+        for kwargs in ({}, {"learning_rate": scoped_lr}):
             hook = hookbridge.CallbackHook(
                 [Probe()], logs={"loss": loss}, steps_per_epoch=1, epochs=1, batch_size=8, **kwargs
             )
             with v1.train.MonitoredSession(hooks=[hook]) as sess:
                 while not sess.should_stop():
                     sess.run(train)
-    assert seen == [["w", "lr"], ["w"]]
+    assert seen == [["w", "schedule/lr"], ["w"]]
 
 
 def test_a_saver_outside_the_savers_collection_keeps_the_state_before_on_train_end(tmp_path):

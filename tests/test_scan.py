@@ -708,3 +708,20 @@ def test_which_graph_a_tensor_object_belongs_to(tmp_path):
         (10, "total", V),
         (13, "y", V),
     }
+
+
+def test_a_log_name_the_hook_callback_exposes_is_a_tensor_of_the_bridge(tmp_path):
+    source = (
+        "import tensorflow as tf\n"
+        "import hookbridge\n"
+        "def tf1_hooks():\n"
+        "    g = tf.compat.v1.get_default_graph().get_tensor_by_name('g_loss:0')\n"
+        "    return [tf.compat.v1.train.LoggingTensorHook({'g': g, 'd': 'd_loss:0'}, 10)]\n"
+        "a = hookbridge.HookCallback(tf1_hooks, log_names=['g_loss'])\n"
+    )
+    rows = {(x.line, x.name, x.status) for x in scan(_write(tmp_path, source)).findings}
+    assert {r for r in rows if r[1] in ("'g_loss:0'", "'d_loss:0'")} == {
+        (4, "'g_loss:0'", C),  # log_names=['g_loss'] puts it on the bridge's graph
+        (5, "'g_loss:0'", C),
+        (5, "'d_loss:0'", N),  # not exposed: still to do
+    }

@@ -298,7 +298,22 @@ class ModuleScan(EntryPoints):
         value = self._argument(call.node, keyword, index)
         bridge_graph = any(id(s) in self.factory_scopes for s in call.scopes)
         for leaf in tensors.resolve(self.m, call.scopes, value, bridge_graph):
-            self._add(leaf.node, f.TENSOR, leaf.label, leaf.bridged)
+            name = leaf.label[1:-1] if leaf.label[:1] in "'\"" else ""
+            self._add(leaf.node, f.TENSOR, leaf.label, self._logged(call, name, leaf.bridged))
+
+    def _logged(self, call: Call, name: str, bridged: catalog.Bridged) -> catalog.Bridged:
+        """A tensor the HookCallback around this hooks callable exposes with ``log_names``."""
+        base = name.removeprefix("^").rsplit(":", 1)[0]
+        if bridged.status != f.NEEDS_TENSOR or not base:
+            return bridged
+        for scope in call.scopes:
+            if base in self.factory_scopes.get(id(scope), ()):
+                return catalog.Bridged(
+                    f.CONFORMS,
+                    f"a Keras log value: HookCallback(log_names=[..., '{base}']) puts it on the "
+                    "bridge's graph",
+                )
+        return bridged
 
     def _scan_tensor_reference(self, call: Call) -> None:
         node = call.node
@@ -307,14 +322,16 @@ class ModuleScan(EntryPoints):
         first = node.args[0] if node.args else None
         if attr in catalog.BY_NAME_METHODS and isinstance(first, ast.Constant):
             if isinstance(first.value, str):
-                self._add(node, f.TENSOR, repr(first.value), catalog.tensor_status(first.value))
+                bridged = self._logged(call, first.value, catalog.tensor_status(first.value))
+                self._add(node, f.TENSOR, repr(first.value), bridged)
         elif last in catalog.COLLECTION_METHODS and first is not None:
             name = _collectionname_of(first)
             if name is not None:
                 self._add(node, f.TENSOR, f"collection {name!r}", catalog.collection_status(name))
         elif last == "SessionRunArgs" and first is not None:
             for sub, name in _strings(first):
-                self._add(sub, f.TENSOR, repr(name), catalog.tensor_status(name))
+                bridged = self._logged(call, name, catalog.tensor_status(name))
+                self._add(sub, f.TENSOR, repr(name), bridged)
 
 
 class _Line:

@@ -39,7 +39,8 @@ class EntryPoints:
         self.fit_callbacks: dict[int, str] = {}  # in a graph-mode tf.keras fit
         self.native_callbacks: set[int] = set()
         self.tensor_scopes: set[int] = set()  # hook classes, HookCallback hooks callables
-        self.factory_scopes: set[int] = set()
+        #: id(hooks callable) -> the log_names its HookCallback exposes as tensors.
+        self.factory_scopes: dict[int, frozenset[str]] = {}
         self.estimator_vars = {
             name
             for name, call in module.call_assignments
@@ -173,7 +174,13 @@ class EntryPoints:
                 if isinstance(element, ast.Call):
                     self.hook_positions.setdefault(id(element), label)
             if kind == "HookCallback" and value is not None:
-                self._add_factory_scope(value, call.scopes)
+                logged = self._argument(node, "log_names", None)
+                names = frozenset(
+                    e.value
+                    for e in getattr(logged, "elts", [])
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
+                self._add_factory_scope(value, call.scopes, names)
         for keyword, index in catalog.CALLBACK_ARGUMENTS.get(kind, {}).items():
             label = self._entry_label(node, keyword, kind)
             for element in self._elements(self._argument(node, keyword, index), call.scopes):
@@ -209,7 +216,9 @@ class EntryPoints:
             self.native_callbacks.update(id(n) for n in elements)
             self.native_callbacks.update(id(n) for n in ast.walk(k.value))
 
-    def _add_factory_scope(self, value: ast.AST, scopes: tuple[ast.AST, ...]) -> None:
+    def _add_factory_scope(
+        self, value: ast.AST, scopes: tuple[ast.AST, ...], logged: frozenset[str]
+    ) -> None:
         """The hooks callable given to HookCallback: it builds hooks on the bridge's graph."""
         if isinstance(value, ast.Lambda):
             target = value
@@ -218,7 +227,7 @@ class EntryPoints:
                 called = self.m.binding(scopes, body.func.id)
                 if isinstance(called, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.tensor_scopes.add(id(called))
-                    self.factory_scopes.add(id(called))
+                    self.factory_scopes[id(called)] = logged
         elif isinstance(value, ast.Name):
             target = self.m.binding(scopes, value.id)
             if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -226,7 +235,7 @@ class EntryPoints:
         else:
             return
         self.tensor_scopes.add(id(target))
-        self.factory_scopes.add(id(target))
+        self.factory_scopes[id(target)] = logged
 
     def _add_entry(self, call: Call, kind: str) -> None:
         node = call.node

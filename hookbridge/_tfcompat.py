@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow.python.client import session as _tf_session
 from tensorflow.python.eager import context as _eager_context
 from tensorflow.python.framework import ops as _ops
+from tensorflow.python.framework import stack as _stack
 from tensorflow.python.training import training_util as _training_util
 
 #: Private symbols used, as (module, attribute), checked by tests/test_tfcompat.py.
@@ -25,6 +26,7 @@ PRIVATE_SYMBOLS = (
     (_ops, "_default_graph_stack"),
     (_eager_context, "ContextSwitch"),
     (_eager_context, "_context"),
+    (_stack, "default_session"),
 )
 
 
@@ -450,3 +452,10 @@ def canned_head_settings(head: Any) -> dict[str, Any]:
         if hasattr(head, attribute):
             settings[attribute[1:]] = getattr(head, attribute)
     return settings
+
+
+def default_session(session: Any) -> Any:
+    """``with default_session(s):`` makes ``s`` the default session, as ``Session.as_default()``
+    does for a session (``Tensor.eval()`` and ``Operation.run()`` then use it): for the bridge's
+    session proxy, which has no session machinery of its own."""
+    return _stack.default_session(session)

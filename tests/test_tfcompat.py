@@ -455,3 +455,25 @@ def test_canned_estimator_arguments_and_head_settings():
         assert head["logits_dimension"] == 4 and head["n_classes"] == 4
         assert str(head["loss_reduction"]) == reduction
         assert head["weight_column"] is None and head["label_vocabulary"] is None
+
+
+def test_default_session_makes_any_session_object_the_default():
+    """``_tfcompat.default_session`` is what ``Session.as_default()`` returns; the bridge's
+    session proxy (which has no session machinery) uses it so that ``Tensor.eval()`` reaches
+    the proxy."""
+    with tf.Graph().as_default():
+        value = tf.constant(3.0)
+        real = tf.compat.v1.Session()
+
+        class Proxy:
+            graph = real.graph
+
+            def run(self, fetches, feed_dict=None):
+                return real.run(fetches, feed_dict) * 2
+
+        proxy = Proxy()
+        with _tfcompat.default_session(proxy):
+            assert tf.compat.v1.get_default_session() is proxy
+            assert value.eval() == 6.0
+        assert tf.compat.v1.get_default_session() is None
+        real.close()

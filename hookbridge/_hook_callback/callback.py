@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,6 +40,27 @@ def _fit_is_running(model: Any) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _boundary(entry: Callable) -> Callable:
+    """The one exception boundary of a Keras entry point (pluggy's call loop is the model).
+
+    Any ``BaseException`` leaving ``entry`` (a hook's, TensorFlow's, Keras's, or the bridge's
+    own, such as a warning turned into an error by ``-W error``) first closes the run
+    (:meth:`HookCallback._abandon`), then propagates unchanged. What the TF1 lifecycle treats
+    otherwise (end of input, preemption, a coordinator stop, an agreed multi-worker stop) is
+    handled inside, by ``run.py`` and ``workers.py``, and never reaches here as an error.
+    """
+
+    @functools.wraps(entry)
+    def guarded(self: HookCallback, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return entry(self, *args, **kwargs)
+        except BaseException:
+            self._abandon()
+            raise
+
+    return guarded
 
 
 class HookCallback(AgreedSteps, keras.callbacks.Callback):
@@ -220,12 +242,17 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self.close()
 
     # ---------------------------------------------------------------- Keras entry points
+    # Each runs inside the one exception boundary (``_boundary``): whatever it raises closes
+    # the run first.
+    @_boundary
     def on_train_begin(self, logs=None):
         self._start("train")
 
+    @_boundary
     def on_train_end(self, logs=None):
         self._finish("train")
 
+    @_boundary
     def on_epoch_begin(self, epoch, logs=None):
         if self._active("train"):
             self._run.batch_values.reset()
@@ -233,6 +260,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             # read here: one variable read per epoch.
             self._run.global_step.dirty = self._run.global_step.variable is not None
 
+    @_boundary
     def on_train_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "train":
@@ -241,6 +269,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             else:
                 self._agreed_before(batch)
 
+    @_boundary
     def on_train_batch_end(self, batch, logs=None):
         if self._agreement is not None:
             self._agreed_after(batch, logs)
@@ -249,6 +278,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         if run is not None and run.mode == "train":
             self._after(batch, logs)
 
+    @_boundary
     def on_test_begin(self, logs=None):
         # fit's validation runs no hooks: the training hooks are not evaluation hooks (and
         # their run may have ended early, by end of input, with an end() error pending)
@@ -257,35 +287,49 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         elif self._active("train"):  # the last batch's values, before validation resets them
             self._run.batch_values.settle()
 
+    @_boundary
     def on_test_end(self, logs=None):
         self._finish("test")
 
+    @_boundary
     def on_test_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "test":
             self._before(batch)
 
+    @_boundary
     def on_test_batch_end(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "test":
             self._after(batch, logs)
 
+    @_boundary
     def on_predict_begin(self, logs=None):
         if self._run is None or not _fit_is_running(self.model):
             self._start("predict")
 
+    @_boundary
     def on_predict_end(self, logs=None):
         self._finish("predict")
 
+    @_boundary
     def on_predict_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "predict":
             self._before(batch)
 
+    @_boundary
     def on_predict_batch_end(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "predict":
             self._after(batch, logs)
+
+    def _abandon(self) -> None:
+        """The exception policy's one teardown: the run ends without ``end()`` (as when an
+        exception leaves ``with MonitoredSession(...)``): session and coordinator closed,
+        ``optimizer.iterations``'s watch removed, the multi-worker agreement dropped."""
+        self._agreement = self._step_error = None
+        self.close()
 
     # ------------------------------------------------------------------------ internals
     def _hooks_for(self, model: Any) -> Callable[[], list]:
@@ -312,7 +356,11 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         agreement = StopAgreement.for_model(model) if agreed else None
         warn_multi_worker(model, mode, agreement is not None)
         try:
-            run = self._start_run(mode, model)
+            # held from its creation, so that an error from here on closes it (_abandon)
+            self._run = run = self._new_run(mode, model)
+            run.start(
+                self._hooks_for(model), self._session_config, self._profile_dir, self._scaffold
+            )
         except BaseException:
             if agreement is not None:  # tell the others, so that none starts its first step
                 agreement.start(FAILED)
@@ -321,14 +369,13 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             self._agree_start(agreement, run)
         self._stop_rounds = agreement is not None and agreement.every_step
         self._hooks = run.hooks
-        self._run = run
         # Without a round per step, every worker stops on its own (deciders.py): the plain steps.
         self._agreement = agreement if self._stop_rounds else None
         if not self._warned_writers and not is_chief(model):
             self._warned_writers = warn_file_writers(run.hooks, worker_name(model))
 
-    def _start_run(self, mode: str, model: Any) -> BridgeRun:
-        """Every hook's ``begin``, the session and every ``after_create_session``."""
+    def _new_run(self, mode: str, model: Any) -> BridgeRun:
+        """The run's graph, global step (watched in training) and ``BridgeRun``."""
         self._keras = access = KerasAccess(model)
         side = SideGraph(
             log_keys=access.log_keys(self._log_names),
@@ -347,23 +394,12 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             steps_per_epoch=(self.params or {}).get("steps"),
         )
         if mode == "train":
-            global_step.watch()
-        try:
-            run.start(
-                self._hooks_for(model), self._session_config, self._profile_dir, self._scaffold
-            )
-        except BaseException:
-            global_step.unwatch()
-            raise
+            global_step.watch()  # run.close() unwatches
         return run
 
     def _before(self, batch: int) -> None:
         run = self._run
-        try:
-            run.before(batch)
-        except BaseException:
-            self._run = None
-            raise
+        run.before(batch)
         if run.session is None:  # a hook raised end of input: the hooks have ended
             self._ended(run)
 
@@ -378,11 +414,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
                 "execution.",
                 stacklevel=3,
             )
-        try:
-            stop = run.after(batch, logs or {}, exact_values(self.model))
-        except BaseException:
-            self._run = None
-            raise
+        stop = run.after(batch, logs or {}, exact_values(self.model))
         if run.session is None:  # ended by end of input from a hook (every end() has run)
             self._ended(run)
         if stop:

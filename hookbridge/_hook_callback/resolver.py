@@ -8,8 +8,9 @@ fetched subgraph reads them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -19,10 +20,6 @@ from hookbridge._hook_callback.batch_values import BatchValues, log_keys_read
 from hookbridge._hook_callback.fetch import FetchPlan, describes_a_run, structure_key
 from hookbridge._hook_callback.global_step import GlobalStep
 from hookbridge._hook_callback.graph import SideGraph
-
-if TYPE_CHECKING:
-    from hookbridge._hook_callback.session import BridgeSession
-
 
 # Where a held value comes from: (kind, key).
 _STEP, _BATCH, _MEAN, _OUTPUTS = "step", "batch", "mean", "outputs"
@@ -43,6 +40,13 @@ class Resolver:
     the value the run must see (the stale pre-step value in the merged run, the current one in a
     hook's ``session.run``). A run that writes either (a restore, an assign) is copied back into
     the Keras model at once, before the next Keras step.
+
+    :attr:`lock` makes it thread-safe, as a TF1 session is: a hook's own thread may call
+    ``session.run`` while ``fit`` trains. The bridge holds it while it reads or changes what a
+    run sees (the global step before and after each Keras step, the batch values, the merged
+    run) and every ``session.run`` holds it, never while a hook's method runs (a hook waiting
+    for its thread cannot deadlock). A thread's long run (a checkpoint) delays the next Keras
+    step by as much; natively the two would overlap.
     """
 
     def __init__(
@@ -59,7 +63,8 @@ class Resolver:
         self._read_weights = weights
         self._set_weights = set_weights
         self._plans: dict[Any, FetchPlan] = {}
-        self.session: BridgeSession | None = None
+        self.session: tf.compat.v1.Session | None = None  # the real session, not the proxy
+        self.lock = threading.RLock()
         self.known: dict[Any, tuple] = {e: (_STEP, None) for e in side.step_elements}
         for key, t in side.log_tensors.items():
             self.known[t] = (_BATCH, key)
@@ -227,9 +232,7 @@ class Resolver:
         feeds = self.feeds(elements)
         if feed_dict:
             feeds.update(feed_dict)
-        got = tf.compat.v1.Session.run(
-            self.session, elements, feeds, options=options, run_metadata=run_metadata
-        )
+        got = self.session.run(elements, feeds, options=options, run_metadata=run_metadata)
         if deps.writes_step or deps.writes_weights:
             # An op taking the step's handle may write it (an assign, or a cond reading it):
             # the graph held `step` before the run; a stale run's Keras step has advanced the
@@ -253,7 +256,7 @@ class Resolver:
             feeds.update(weight_feeds if weight_feeds is not None else self.weight_feeds())
             ops.append(side.sync_weights_op)
         if ops:
-            tf.compat.v1.Session.run(self.session, ops, feeds)
+            self.session.run(ops, feeds)
             if step is not None:
                 self.step_in_graph = step
             if weights:
@@ -268,7 +271,7 @@ class Resolver:
         handle too), by the write plus ``lag`` (the Keras steps run since ``held``)."""
         side = self.side
         fetches = ([side.global_step_read] if step else []) + (side.mirrors if weights else [])
-        values = tf.compat.v1.Session.run(self.session, fetches)
+        values = self.session.run(fetches)
         if step:
             value = int(values.pop(0))
             if value != held:
@@ -293,7 +296,7 @@ class Resolver:
             return self.held(plan.single, plan.elements[0])
         return self.run_plans([plan], feed_dict, options, run_metadata, stale=False)[0]
 
-    def session_created(self, session: BridgeSession) -> None:
+    def session_created(self, session: tf.compat.v1.Session) -> None:
         """A new session: nothing of the graph's variables is known to be in sync any more."""
         self.session = session
         self.weights_at = None

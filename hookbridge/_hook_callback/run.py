@@ -5,8 +5,8 @@
 hook's ``end()`` runs, the run stops); ``AbortedError``/``UnavailableError`` re-create the session
 (every hook's ``after_create_session`` again, ``begin`` not) and retry; a coordinator stop ends
 the run at the next step boundary and an exception given to ``coord.request_stop(exc)`` is raised
-when the run closes; after any other exception the session is closed without ``end()`` and the
-exception propagates unchanged.
+when the run closes. Any other exception propagates unchanged: HookCallback's one exception
+boundary (``callback.py``) then closes the run without ``end()`` (:meth:`BridgeRun.close`).
 """
 
 from __future__ import annotations
@@ -94,20 +94,16 @@ class BridgeRun:
     ) -> None:
         """``begin`` for every hook, finalize the scaffold (and graph), create the session."""
         self._session_config = session_config
-        try:
-            with self.scope:
-                with self._names_explained("the hooks callable"):
-                    self.hooks = list(hooks())
-                for hook in self.hooks:
-                    with self._names_explained(f"{type(hook).__name__}.begin"):
-                        hook.begin()
-                # As MonitoredSession: the scaffold is finalized after every begin() (its
-                # default Saver then covers what the hooks added), which finalizes the graph.
-                self.scaffold = finalize_scaffold(scaffold, self.side)
-                self._create_session()
-        except BaseException:
-            self.close()
-            raise
+        with self.scope:
+            with self._names_explained("the hooks callable"):
+                self.hooks = list(hooks())
+            for hook in self.hooks:
+                with self._names_explained(f"{type(hook).__name__}.begin"):
+                    hook.begin()
+            # As MonitoredSession: the scaffold is finalized after every begin() (its
+            # default Saver then covers what the hooks added), which finalizes the graph.
+            self.scaffold = finalize_scaffold(scaffold, self.side)
+            self._create_session()
         self.step = step = MergedStep(self.hooks, self.side, self.resolver, self.batch_values)
         # Each phase enters the graph only if one of its hooks may need it (graph_free.py).
         if not any(needs_graph(h, "before_run") for h in step.before_hooks):
@@ -168,14 +164,12 @@ class BridgeRun:
                 self._end_of_input()
                 return
             except PREEMPTION_ERRORS as e:
-                self._recover_or_close(e)
-            except BaseException:
-                self.close()
-                raise
+                self._recover(e)
         step = self.step
-        if step.demand:  # the sample count before this step, if a fetch needs a batch value
-            self.batch_values.prepare(step.demand)
-        self.global_step.before_step()  # what the step's run fetches: the value as it starts
+        with self.resolver.lock:  # a hook's thread may be reading the step (resolver.py)
+            if step.demand:  # the sample count before this step, if a fetch needs a batch value
+                self.batch_values.prepare(step.demand)
+            self.global_step.before_step()  # what the step's run fetches: the value as it starts
         if step.options is not None and step.options.trace_level and self._profile_dirs:
             self._profiling = profiling.start(self._profile_dirs[0])
 
@@ -191,14 +185,6 @@ class BridgeRun:
             with self._before_scope:
                 step.ask(context)
 
-    def _recover_or_close(self, error: BaseException) -> None:
-        """Recovers from a preemption error; if that fails, closes and raises."""
-        try:
-            self._recover(error)
-        except BaseException:
-            self.close()
-            raise
-
     def after(self, batch: int, logs: dict, exact: Any = None) -> bool:
         """The merged run and every hook's ``after_run``; returns whether a stop was requested.
         ``exact``: the batch's own values, where the driver has them (``hookbridge/_exact.py``)."""
@@ -207,15 +193,18 @@ class BridgeRun:
             self._profiling = False
         steps = batch - self.begin_batch + 1
         mode = self.mode
-        self.resolver.generation += 1  # the Keras step changed the model
-        if mode == "predict":
-            outputs = logs.get("outputs")
-            if outputs is not None:
-                self.resolver.set_outputs(outputs)
-        else:
-            if mode == "train":
-                self.global_step.after_step(steps)  # the one owner of the step (global_step.py)
-            self.batch_values.update(logs, exact)
+        resolver = self.resolver
+        with resolver.lock:  # a hook's thread may be reading these (resolver.py)
+            resolver.generation += 1  # the Keras step changed the model
+            if mode == "predict":
+                outputs = logs.get("outputs")
+                if outputs is not None:
+                    resolver.set_outputs(outputs)
+            else:
+                if mode == "train":
+                    self.global_step.after_step(steps)  # its one owner: global_step.py
+                self.batch_values.update(logs, exact)
+        if mode != "predict":
             if len(self.warned_keys) < len(logs):
                 warn_unknown_keys(self.side, logs, self.warned_keys)
         step = self.step
@@ -233,9 +222,6 @@ class BridgeRun:
                     return True
                 except PREEMPTION_ERRORS as e:
                     self._retry_after(batch, e)
-                except BaseException:
-                    self.close()
-                    raise
             self.stop_requested = self.stop_requested or self._context.stop_requested
         if self._coord_stopped():  # MonitoredSession.should_stop(): a coordinator stop
             self.stop_requested = True
@@ -255,12 +241,8 @@ class BridgeRun:
                 "more). See docs/limits.md.",
                 stacklevel=5,
             )
-        self._recover_or_close(error)
-        try:
-            self._call_before_run()
-        except BaseException:
-            self.close()
-            raise
+        self._recover(error)
+        self._call_before_run()
 
     def finish(self) -> None:
         """Every hook's ``end(session)``, then closes the session.
@@ -306,7 +288,7 @@ class BridgeRun:
                 coord.join(stop_grace_period_secs=30, ignore_live_threads=True)
         finally:
             if session is not None:
-                session.close()
+                session._close_real()
 
 
 def _warn_step_not_cancelled(batch: int, error: BaseException) -> None:

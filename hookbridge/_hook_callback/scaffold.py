@@ -96,12 +96,13 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
     # A first sync builds the session's executor for it now rather than at the first checkpoint
     # in the middle of training; the initializers below then set the values.
     resolver.sync(resolver.global_step.current(), True, weight_feeds)
-    tf.compat.v1.Session.run(session, side.init_op, weight_feeds)
+    real = resolver.session  # the real session: initializers are the bridge's own runs
+    real.run(side.init_op, weight_feeds)
     init_op = scaffold.init_op
     if init_op is not None:
         feeds = dict(weight_feeds)
         feeds.update(scaffold.init_feed_dict or {})
-        tf.compat.v1.Session.run(session, init_op, feeds)
+        real.run(init_op, feeds)
     # The initializers left the mirrors equal to the model (or to what a replaced initializer
     # restored: pulled below) and the global step variable at its initial value.
     resolver.weights_at = resolver.generation
@@ -115,8 +116,7 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
             f"{_name(init_op)}, init fn: {scaffold.init_fn}, error: {message}"
         )
     if scaffold.local_init_op is not None:
-        tf.compat.v1.Session.run(
-            session,
+        real.run(
             scaffold.local_init_op,
             getattr(scaffold, "local_init_feed_dict", None),
         )

@@ -131,14 +131,16 @@ class MergedStep:
         options = self.options or options
         if not pending:  # nobody fetched: one (immutable) value for every hook
             if self.options is not None and describes_a_run(self.options):
-                self.resolver.run_plans([], self.feeds, self.options, run_metadata, stale=True)
+                with self.resolver.lock:
+                    self.resolver.run_plans([], self.feeds, self.options, run_metadata, stale=True)
             values = _run_values((None, options, run_metadata))
             for hook in after_hooks:
                 hook.after_run(context, values)
             return
-        results = self.resolver.run_plans(
-            self._pending_plans, self.feeds, self.options, run_metadata, stale=True
-        )
+        with self.resolver.lock:  # a hook's thread may be running (resolver.py)
+            results = self.resolver.run_plans(
+                self._pending_plans, self.feeds, self.options, run_metadata, stale=True
+            )
         if self._same_hooks and len(pending) == len(after_hooks):
             # the hooks that fetched are the after_run hooks, in order: no mapping per step
             for hook, result in zip(after_hooks, results):

@@ -128,8 +128,9 @@ class AgreedSteps:
         try:
             self._before(batch)
         except BaseException as error:  # noqa: BLE001 - agreed, then raised in on_train_end
+            run.close()  # as the boundary would; kept, so that fit's validation starts no run
             self._step_error = error
-            self._run = run  # closed, kept so that fit's validation starts no run of its own
+            self._run = run
 
     def _agreed_after(self, batch: int, logs: dict | None) -> None:
         """The step's hooks, then one collective: if any worker wants to stop, every worker
@@ -142,8 +143,9 @@ class AgreedSteps:
             try:
                 self._after(batch, logs)
             except BaseException as e:  # noqa: BLE001 - agreed, then raised in on_train_end
+                run.close()  # as the boundary would; kept, so that fit's validation starts none
                 error = e
-                self._run = run  # closed, kept so that fit's validation starts no run of its own
+                self._run = run
         model = self.model
         code = FAILED if error is not None else STOP if model.stop_training else CONTINUE
         agreement = self._agreement

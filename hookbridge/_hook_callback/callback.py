@@ -12,14 +12,13 @@ import tensorflow as tf
 
 from hookbridge._exact import current as exact_values
 from hookbridge._hook_callback.agreement import FAILED, StopAgreement
-from hookbridge._hook_callback.graph import SideGraph, tf1_names
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
-from hookbridge._hook_callback.keras_access import KerasAccess
-from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
+from hookbridge._hook_callback.keras_access import KerasAccess, require_tensorflow_backend
 from hookbridge._hook_callback.run import BridgeRun
 from hookbridge._hook_callback.scaffold import ScaffoldArg
 from hookbridge._hook_callback.workers import (
     AgreedSteps,
+    hooks_for,
     is_chief,
     warn_file_writers,
     warn_multi_worker,
@@ -165,7 +164,9 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
             at the start of a run, when ``scaffold`` is not a Scaffold (or callable of one).
         ValueError: at the start of a run, when the Scaffold's ops belong to another graph.
-        RuntimeError: TF's own, when the Scaffold's initialization leaves the model not ready.
+        RuntimeError: at construction, when Keras runs on another backend than TensorFlow
+            (``KERAS_BACKEND=jax``/``torch``/``numpy``); TF's own, when the Scaffold's
+            initialization leaves the model not ready.
 
     Example:
         >>> hooks = [tf.compat.v1.train.StopAtStepHook(last_step=100),
@@ -184,6 +185,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         chief_only_hooks: HooksArg | None = None,
         agree_stops: bool = True,
     ) -> None:
+        require_tensorflow_backend()
         super().__init__()
         self._make_hooks, self._hooks = hook_factory(hooks, "hooks")
         self._make_chief_hooks, _ = hook_factory(chief_only_hooks, "chief_only_hooks")
@@ -332,14 +334,6 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self.close()
 
     # ------------------------------------------------------------------------ internals
-    def _hooks_for(self, model: Any) -> Callable[[], list]:
-        """As ``MonitoredTrainingSession``: on the chief, the chief-only hooks first, then the
-        others; on any other worker, the others only."""
-        if not is_chief(model):
-            return self._make_hooks
-        make_chief, make = self._make_chief_hooks, self._make_hooks
-        return lambda: [*make_chief(), *make()]
-
     def _active(self, mode: str) -> bool:
         return self._run is not None and self._run.mode == mode
 
@@ -357,10 +351,11 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         warn_multi_worker(model, mode, agreement is not None)
         try:
             # held from its creation, so that an error from here on closes it (_abandon)
-            self._run = run = self._new_run(mode, model)
-            run.start(
-                self._hooks_for(model), self._session_config, self._profile_dir, self._scaffold
-            )
+            self._keras = access = KerasAccess(model)
+            steps = (self.params or {}).get("steps")
+            self._run = run = BridgeRun.for_model(mode, model, access, self._log_names, steps)
+            hooks = hooks_for(model, self._make_chief_hooks, self._make_hooks)
+            run.start(hooks, self._session_config, self._profile_dir, self._scaffold)
         except BaseException:
             if agreement is not None:  # tell the others, so that none starts its first step
                 agreement.start(FAILED)
@@ -373,29 +368,6 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self._agreement = agreement if self._stop_rounds else None
         if not self._warned_writers and not is_chief(model):
             self._warned_writers = warn_file_writers(run.hooks, worker_name(model))
-
-    def _new_run(self, mode: str, model: Any) -> BridgeRun:
-        """The run's graph, global step (watched in training) and ``BridgeRun``."""
-        self._keras = access = KerasAccess(model)
-        side = SideGraph(
-            log_keys=access.log_keys(self._log_names),
-            weights=list(model.weights),
-            with_outputs=(mode == "predict"),
-            weight_names=tf1_names(model),  # an assignment map's names (restore_checkpoint)
-        )
-        global_step = global_step_for(model, access.iterations)
-        run = BridgeRun(
-            mode,
-            side,
-            read_weights=access.weights,
-            set_weights=weight_setter(model),
-            metrics=access.metric_kinds() if mode != "predict" else None,
-            global_step=global_step,
-            steps_per_epoch=(self.params or {}).get("steps"),
-        )
-        if mode == "train":
-            global_step.watch()  # run.close() unwatches
-        return run
 
     def _before(self, batch: int) -> None:
         run = self._run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,30 @@ keras = tf.keras
 _STOP_FLAGS = {"train": "stop_training", "test": "stop_evaluating", "predict": "stop_predicting"}
 
 
+def require_tensorflow_backend(backend: str | None = None) -> None:
+    """Refuses a Keras running on another backend than TensorFlow (Keras 3's
+    ``KERAS_BACKEND=jax`` / ``torch`` / ``numpy``).
+
+    Args:
+        backend: the backend's name; default: this process's Keras backend.
+
+    Raises:
+        RuntimeError: naming the backend, why, and how to fix it.
+    """
+    if backend is None:
+        backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return
+    raise RuntimeError(
+        f"HookCallback needs Keras's TensorFlow backend; this Keras runs on {backend!r} "
+        f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}). TF1 SessionRunHooks run on "
+        "TensorFlow graphs and a tf.compat.v1.Session, and the bridge reads the model's "
+        "weights and optimizer.iterations as TensorFlow variables, which a model on "
+        f"{backend!r} does not have. Set KERAS_BACKEND=tensorflow before Keras is imported, or "
+        "run the hooks natively (MonitoredSession / Estimator)."
+    )
+
+
 class KerasAccess:
     """Reads Keras variables where they can be read, and infers the log keys of a model.
 
@@ -31,8 +56,16 @@ class KerasAccess:
         self._warned_stop = False
 
     def iterations(self) -> int | None:
-        """``model.optimizer.iterations`` (one variable read), or None without an optimizer."""
-        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+        """``model.optimizer.iterations`` (one variable read), or None without an optimizer.
+
+        Under Keras 3 gradient accumulation ``iterations`` is computed (the optimizer's step
+        counter floor-divided by ``gradient_accumulation_steps``): it is evaluated eagerly, as
+        the bridge's finalized graph may be the default graph here."""
+        optimizer = getattr(self.model, "optimizer", None)
+        if getattr(optimizer, "gradient_accumulation_steps", None):
+            with _tfcompat.eager():
+                return int(keras.ops.convert_to_numpy(optimizer.iterations))
+        iterations = getattr(optimizer, "iterations", None)
         if iterations is None:
             return None
         with keras_context(iterations):

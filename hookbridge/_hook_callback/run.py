@@ -22,8 +22,10 @@ from hookbridge import _tfcompat
 from hookbridge._hook_callback import profiling
 from hookbridge._hook_callback.batch_values import BatchValues, MetricKinds
 from hookbridge._hook_callback.global_step import GlobalStep
-from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.graph import SideGraph, tf1_names
 from hookbridge._hook_callback.graph_free import needs_graph
+from hookbridge._hook_callback.keras_access import KerasAccess
+from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.names import explain_missing
 from hookbridge._hook_callback.resolver import Resolver
 from hookbridge._hook_callback.scaffold import ScaffoldArg, finalize_scaffold, prepare_session
@@ -83,6 +85,37 @@ class BridgeRun:
         self._warned_retry = False
         self._coord_stopped: Callable[[], bool] = bool  # the coordinator's should_stop()
         self.deferred_error: BaseException | None = None
+
+    @classmethod
+    def for_model(
+        cls,
+        mode: str,
+        model: Any,
+        access: KerasAccess,
+        log_names: list[str],
+        steps_per_epoch: int | None,
+    ) -> BridgeRun:
+        """The run of ``model``'s ``mode``: its graph, its global step (watched in training,
+        until :meth:`close`), its reads and writes of the model."""
+        side = SideGraph(
+            log_keys=access.log_keys(log_names),
+            weights=list(model.weights),
+            with_outputs=(mode == "predict"),
+            weight_names=tf1_names(model),  # an assignment map's names (restore_checkpoint)
+        )
+        global_step = global_step_for(model, access.iterations)
+        run = cls(
+            mode,
+            side,
+            read_weights=access.weights,
+            set_weights=weight_setter(model),
+            metrics=access.metric_kinds() if mode != "predict" else None,
+            global_step=global_step,
+            steps_per_epoch=steps_per_epoch,
+        )
+        if mode == "train":
+            global_step.watch()
+        return run
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(

@@ -9,7 +9,7 @@ whether any of them wants to stop, and every worker stops after that same step.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hookbridge import _tfcompat
@@ -24,6 +24,14 @@ def is_chief(model: Any) -> bool:
     strategy = getattr(model, "distribute_strategy", None)
     extended = getattr(strategy, "extended", None)
     return bool(getattr(extended, "should_checkpoint", True))
+
+
+def hooks_for(model: Any, make_chief: Callable[[], list], make: Callable[[], list]) -> Callable:
+    """As ``MonitoredTrainingSession``: on the chief, the chief-only hooks first, then the
+    others; on any other worker, the others only."""
+    if not is_chief(model):
+        return make
+    return lambda: [*make_chief(), *make()]
 
 
 def worker_name(model: Any) -> str:

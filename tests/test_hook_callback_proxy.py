@@ -122,6 +122,15 @@ def test_what_the_bridge_does_not_provide_is_refused_naming_the_method(name, cal
         bridged(lambda: [CallsMethod(call)], 2)
 
 
+def test_probing_for_what_is_not_there_answers_as_for_a_missing_attribute():
+    class Probes(train.SessionRunHook):
+        def after_create_session(self, session, coord):
+            self.found = (hasattr(session, "_session"), getattr(session, "_sess", "default"))
+
+    (hook,), _ = bridged(lambda: [Probes()], 1)
+    assert hook.found == (False, "default")
+
+
 def _re(text):
     import re
 

@@ -26,8 +26,10 @@ from hookbridge import _tfcompat
 from hookbridge._hook_callback.resolver import Resolver
 
 
-class UnsupportedSessionMethodError(RuntimeError):
-    """A hook called a method of the bridge's session that the bridge does not provide."""
+class UnsupportedSessionMethodError(RuntimeError, AttributeError):
+    """A hook used a method or attribute of the bridge's session that the bridge does not
+    provide. Also an ``AttributeError``, so that ``hasattr(session, name)`` and
+    ``getattr(session, name, default)`` answer as for a missing attribute."""
 
 
 def _refuse(name: str, why: str) -> NoReturn:

@@ -594,8 +594,10 @@ def test_a_summary_per_migration_stage(tpu):
 @pytest.mark.parametrize(
     ("name", "status", "words"),
     [
-        ("DNNClassifier", E, "Keras twin builder"),
-        ("LinearRegressor", E, "Keras twin builder"),
+        ("DNNClassifier", E, "hookbridge.keras_twin(estimator) builds its Keras model"),
+        ("LinearRegressor", E, "hookbridge.keras_twin(estimator) builds its Keras model"),
+        ("DNNEstimator", E, "keras_twin does not build: write its Keras model"),
+        ("BaselineClassifier", E, "keras_twin does not build: write its Keras model"),
         ("BoostedTreesClassifier", X, "no Keras twin"),
     ],
 )
@@ -725,3 +727,9 @@ def test_a_log_name_the_hook_callback_exposes_is_a_tensor_of_the_bridge(tmp_path
         (5, "'g_loss:0'", C),
         (5, "'d_loss:0'", N),  # not exposed: still to do
     }
+
+
+def test_the_canned_estimators_keras_twin_builds_are_the_scans():
+    from hookbridge._migrate import canned
+
+    assert set(canned._SUPPORTED) == catalog.KERAS_TWINS

@@ -153,10 +153,28 @@ TPU_ENTRIES: Final = frozenset({"TPUEstimator", "TPUEstimatorSpec", "RunConfig"}
 #: Estimators whose object's train/evaluate/predict are entry points.
 ESTIMATOR_CLASSES: Final = frozenset({"Estimator", "TPUEstimator"})
 
-#: What a canned Estimator needs to move to Keras (issue 28).
+#: Canned Estimators hookbridge.keras_twin builds (hookbridge/_migrate/canned.py; a test keeps
+#: the two lists equal).
+KERAS_TWINS: Final = frozenset(
+    {
+        "DNNClassifier",
+        "DNNRegressor",
+        "LinearClassifier",
+        "LinearRegressor",
+        "DNNLinearCombinedClassifier",
+        "DNNLinearCombinedRegressor",
+    }
+)
+#: What a canned Estimator needs to move to Keras.
 CANNED_NEEDS: Final = (
-    "a canned Estimator: its model moves to Keras with the Keras twin builder (hookbridge, "
-    "issue 28); its hooks go to fit"
+    "a canned Estimator: hookbridge.keras_twin(estimator) builds its Keras model (numeric "
+    "columns; it names what it cannot build), restore_checkpoint(twin, model_dir, 'auto') "
+    "continues from its checkpoints; its hooks go to fit"
+)
+CANNED_BY_HAND: Final = (
+    "a canned Estimator hookbridge.keras_twin does not build: write its Keras model and map "
+    "the Estimator's checkpoint with restore_checkpoint(model, model_dir, 'auto'); its hooks "
+    "go to fit"
 )
 BOOSTED_TREES_REASON: Final = (
     "BoostedTrees Estimators have no Keras twin (gradient-boosted trees are not a Keras "

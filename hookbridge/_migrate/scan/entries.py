@@ -259,7 +259,8 @@ class EntryPoints:
             )
         status = f.ENTRY_POINT
         if kind in catalog.CANNED_ESTIMATORS:
-            what = catalog.CANNED_NEEDS
+            base = kind.removesuffix("V2")
+            what = catalog.CANNED_NEEDS if base in catalog.KERAS_TWINS else catalog.CANNED_BY_HAND
             if kind.startswith("BoostedTrees"):
                 status, what = f.UNSUPPORTED, catalog.BOOSTED_TREES_REASON
         else:

@@ -155,10 +155,11 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             as ``MonitoredTrainingSession(chief_only_hooks=...)``: the hooks that write files.
             Without a multi-worker strategy this process is the chief and they always run.
         agree_stops: under ``MultiWorkerMirroredStrategy``, whether the workers agree on stops
-            after each training step (default ``True``). ``False`` saves that collective per
-            step; then every worker must stop on the same condition (``StopAtStepHook``,
-            a ``NanTensorHook`` on the reduced loss), or the others wait for ever in their next
-            collective. No effect on a single worker.
+            (default ``True``): a round at the start of each ``fit``, and one after each
+            training step only when some worker could stop alone (see above). ``False`` leaves
+            out every round; then every worker must stop on the same condition
+            (``StopAtStepHook``, a ``NanTensorHook`` on the reduced loss), or the others wait
+            for ever in their next collective. No effect on a single worker.
 
     Raises:
         TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;

@@ -171,8 +171,8 @@ class ModelProxy:
                 "save",
                 f"It was asked for a SavedModel at {path!r} (tf_keras's format for a path "
                 f"without extension), and the session's graph could not be copied into one: "
-                f"{str(e).rstrip('.')}. Use ModelCheckpoint(..., save_weights_only=True) (a TF checkpoint of the "
-                "variables).",
+                f"{str(e).rstrip('.')}. Use ModelCheckpoint(..., save_weights_only=True) (a "
+                "TF checkpoint of the variables).",
             ) from e
 
     def count_params(self) -> int:

@@ -151,3 +151,96 @@ def test_the_first_write_keeps_the_tf1_checkpoint_once(tmp_path):
     assert sorted(kept_reader.get_variable_to_shape_map()) == sorted(before)
     for name, value in before.items():
         np.testing.assert_array_equal(kept_reader.get_tensor(name), value)
+
+
+# --------------------------------------------- optimizer state on every stack, TF1 graph side
+OPTIMIZERS = {
+    "adam": (
+        lambda: v1.train.AdamOptimizer(0.01),
+        lambda: keras.optimizers.Adam(0.01, epsilon=1e-8),
+    ),
+    "momentum": (
+        lambda: v1.train.MomentumOptimizer(0.02, 0.9),
+        lambda: keras.optimizers.SGD(0.02, momentum=0.9),
+    ),
+    "rmsprop": (
+        lambda: v1.train.RMSPropOptimizer(0.005, momentum=0.5),
+        lambda: keras.optimizers.RMSprop(0.005, momentum=0.5, epsilon=1e-10),
+    ),
+}
+
+
+def _tf1_job(model_dir, which, steps):
+    """A TF1 graph (a model_fn's layers, ``which`` optimizer) continuing ``model_dir`` for
+    ``steps`` batches of 4 (batch k of X every epoch); returns its batch losses."""
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        x, y = v1.placeholder(tf.float32, [None, 3]), v1.placeholder(tf.float32, [None, 1])
+        h = x
+        for scope, units in (("dnn/hiddenlayer_0", 4), ("dnn/logits", 1)):
+            with v1.variable_scope(scope):
+                kernel = v1.get_variable("kernel", [h.shape[-1], units])
+                bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
+            h = tf.matmul(h, kernel) + bias
+        loss = tf.reduce_mean(tf.square(h - y))
+        train = OPTIMIZERS[which][0]().minimize(loss, global_step=step)
+        saver = v1.train.Saver()
+        losses = []
+        with v1.Session() as sess:
+            prefix = tf.train.latest_checkpoint(str(model_dir))
+            if prefix:
+                saver.restore(sess, prefix)
+            else:
+                v1.set_random_seed(0)
+                sess.run(v1.global_variables_initializer())
+            for _ in range(steps):
+                k = int(sess.run(step)) % 2
+                rows = slice(4 * k, 4 * k + 4)
+                feed = {x: X[rows], y: Y[rows] + X[rows, :1]}
+                losses.append(float(sess.run([train, loss], feed)[1]))
+            saver.save(sess, os.path.join(str(model_dir), "model.ckpt"), global_step=step)
+    return losses
+
+
+@pytest.mark.parametrize("which", sorted(OPTIMIZERS))
+def test_optimizer_state_continues_both_ways_on_this_stack(tmp_path, which):
+    import shutil
+
+    job, native = tmp_path / "job", tmp_path / "native"
+    _tf1_job(job, which, 4)
+    shutil.copytree(job, native)
+    native_losses = _tf1_job(native, which, 4)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model.compile(optimizer=OPTIMIZERS[which][1](), loss="mse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # every piece of state loads
+        assert hookbridge.restore_checkpoint(model, job, "auto") == 4
+
+    class Losses(v1.train.SessionRunHook):
+        def __init__(self):
+            self.values = []
+
+        def before_run(self, run_context):
+            return v1.train.SessionRunArgs("loss:0")
+
+        def after_run(self, run_context, run_values):
+            self.values.append(float(run_values.results))
+
+    targets = Y[:8] + X[:8, :1]
+    recorder = Losses()
+    hooks = lambda: [  # noqa: E731
+        recorder,
+        *hookbridge.estimator_hooks(
+            str(job), model=model, save_checkpoints_steps=100, log_step_count_steps=None,
+            save_summary_steps=0,
+        ),
+    ]
+    model.fit(X[:8], targets, batch_size=4, shuffle=False, initial_epoch=2, epochs=4, verbose=0,
+              callbacks=[hookbridge.HookCallback(hooks)])
+    np.testing.assert_allclose(recorder.values, native_losses, rtol=2e-5, atol=1e-7)
+    back = _tf1_job(job, which, 4)  # the TF1 job takes the Keras checkpoint over
+    recorder = Losses()
+    model.fit(X[:8], targets, batch_size=4, shuffle=False, initial_epoch=4, epochs=6, verbose=0,
+              callbacks=[hookbridge.HookCallback(lambda: [recorder])])
+    np.testing.assert_allclose(back, recorder.values, rtol=2e-5, atol=1e-7)

@@ -218,7 +218,7 @@ def restore(
             if s.tf1_momentum:
                 value = -_lr(optimizer) * value
             if id(target) not in pending:
-                pending[id(target)] = (target, np.array(target))
+                pending[id(target)] = (target, np.array(target.numpy()))
             buffer = pending[id(target)][1]
             if rows and s.var in rows:
                 _, start, end = rows[s.var]
@@ -358,13 +358,13 @@ class Writer:
             weights = list(model.weights)
             with _tfcompat.eager():
                 for name, (i, start, end) in self.rows.items():
-                    out[name] = np.asarray(weights[i])[start:end].reshape(out[name].shape)
+                    out[name] = np.asarray(weights[i].numpy())[start:end].reshape(out[name].shape)
         candidates = optimizers(model)
         if not candidates:
             return out, sorted(self._initial)
         carried = []
         with _tfcompat.eager():
-            iterations = int(np.asarray(candidates[0].iterations))
+            iterations = int(candidates[0].iterations.numpy())
             for optimizer in candidates:
                 _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
             for s in state.slots:
@@ -377,7 +377,7 @@ class Writer:
                 if slot is None:
                     carried.append(s.name)
                     continue
-                value = np.asarray(slot)
+                value = np.asarray(slot.numpy())
                 if s.tf1_momentum:
                     value = value / -_lr(optimizer)
                 if s.var in self.rows:

@@ -104,7 +104,7 @@ def launch(args: argparse.Namespace) -> None:
         f"worker alone: {med['bridge_user_hook'] - med['bridge_unagreed']:+.3f} ms/step"
     )
     print(
-        f"bridge with agreement: +{med['bridge'] - med['noop']:.3f} ms/step over a no-op callback"
+        f"bridge with agreement: {med['bridge'] - med['noop']:+.3f} ms/step over a no-op callback"
     )
 
 

@@ -62,9 +62,8 @@ def read_outputs(root: str, replace: dict[str, str] | None = None) -> dict[str, 
             outputs[key] = Output("unread", "event files: install tensorboard to read them")
     for name in files:
         base = os.path.basename(name)
-        if "tfevents" in base or _CKPT_DATA.match(name) or name.endswith(".index") and (
-            name[: -len(".index")] in checkpoints
-        ):
+        index_of_checkpoint = name.endswith(".index") and name[: -len(".index")] in checkpoints
+        if "tfevents" in base or _CKPT_DATA.match(name) or index_of_checkpoint:
             continue
         outputs[name] = _read_file(os.path.join(root, name), base, replace)
     return outputs
@@ -112,7 +111,8 @@ def _read_events(folder: str) -> dict[str, Any]:
 
 
 def _read_file(path: str, base: str, replace: dict[str, str]) -> Output:
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     try:
         text = data.decode()
     except UnicodeDecodeError:

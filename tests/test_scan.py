@@ -733,3 +733,47 @@ def test_the_canned_estimators_keras_twin_builds_are_the_scans():
     from hookbridge._migrate import canned
 
     assert set(canned._SUPPORTED) == catalog.KERAS_TWINS
+
+
+GAN_JOB = '''"""A TF1 GAN job: two train ops, run alternately (written for this test)."""
+import tensorflow as tf
+import tensorflow_gan as tfgan
+
+v1 = tf.compat.v1
+
+
+def train(g_loss, d_loss, g_vars, d_vars, model_dir):
+    d_train = v1.train.AdamOptimizer(1e-3).minimize(d_loss, var_list=d_vars)
+    g_train = v1.train.AdamOptimizer(1e-3).minimize(
+        g_loss, var_list=g_vars, global_step=v1.train.get_or_create_global_step()
+    )
+    hooks = [v1.train.StopAtStepHook(last_step=100)]
+    with v1.train.MonitoredTrainingSession(checkpoint_dir=model_dir, hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(d_train)
+            sess.run(g_train)
+
+
+def train_with_tfgan(train_ops):
+    hooks = [tfgan.RunTrainOpsHook(train_ops.discriminator_train_op, 1)]
+    return hooks
+
+
+def one_train_op(loss):
+    return v1.train.AdamOptimizer(1e-3).minimize(loss)
+'''
+
+
+def test_jobs_fit_cannot_hold_point_to_a_custom_loop(tmp_path):
+    """Several train ops in one function, and tensorflow-gan's RunTrainOpsHook (which runs
+    train ops itself), are pointed to a custom loop with CallbackLoop (issue 27); one train op
+    is not."""
+    result = scan(_write(tmp_path, GAN_JOB))
+    several = [x for x in result.findings if x.name == "several train ops"]
+    assert len(several) == 1 and several[0].line == 9, result.findings  # one_train_op: none
+    assert several[0].status == findings.ENTRY_POINT
+    assert "lines 9, 10" in several[0].detail and "CallbackLoop" in several[0].action
+    (run_ops,) = [x for x in result.findings if x.name.endswith("RunTrainOpsHook")]
+    assert run_ops.status == findings.UNSUPPORTED and "custom training loop" in run_ops.detail
+    assert "docs/custom-loops.md" in run_ops.action
+    assert result.exit_code() == findings.EXIT_UNSUPPORTED

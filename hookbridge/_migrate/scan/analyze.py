@@ -63,6 +63,7 @@ class ModuleScan(EntryPoints):
                 kinds[id(call.node)] = kind
             self._mark(call, kind)
         self._report_classes()
+        self._custom_loop_jobs()  # before the calls' rows: a RunTrainOpsHook row is this one
         looked_at = {id(call.node) for call in calls}
         positions = self.hook_positions.keys() | self.callback_positions.keys()
         for call in self.m.calls:
@@ -79,6 +80,44 @@ class ModuleScan(EntryPoints):
         self._spellings()
         self._emit_callbacks()
         return self.out
+
+    def _custom_loop_jobs(self) -> None:
+        """What fit cannot hold (several train ops): pointed to a custom loop (CallbackLoop)."""
+        per_scope: dict[int, list[ast.Call]] = {}
+        for call in self.m.calls:
+            func = call.node.func
+            last = func.attr if func.__class__ is ast.Attribute else getattr(func, "id", "")
+            if last in catalog.CUSTOM_LOOP_NAMES:
+                status = f.UNSUPPORTED if last.endswith("Hook") else f.ENTRY_POINT
+                kind = f.HOOK if last.endswith("Hook") else f.ENTRY
+                self._add(
+                    call.node,
+                    kind,
+                    name_of(func),
+                    catalog.Bridged(
+                        status,
+                        f"{last} runs train ops itself: {catalog.CUSTOM_LOOP_REASON}",
+                        catalog.CUSTOM_LOOP_ACTION,
+                    ),
+                )
+            elif last in catalog.TRAIN_OP_METHODS and func.__class__ is ast.Attribute:
+                scope = call.scopes[-1] if call.scopes else self.m.tree
+                per_scope.setdefault(id(scope), []).append(call.node)
+        for nodes in per_scope.values():
+            nodes.sort(key=lambda n: n.lineno)
+            if len(nodes) > 1:
+                self._add(
+                    nodes[0],
+                    f.ENTRY,
+                    "several train ops",
+                    catalog.Bridged(
+                        f.ENTRY_POINT,
+                        f"{len(nodes)} train ops (minimize calls, lines "
+                        f"{', '.join(str(n.lineno) for n in nodes)}): "
+                        + catalog.CUSTOM_LOOP_REASON,
+                        catalog.CUSTOM_LOOP_ACTION,
+                    ),
+                )
 
     # -------------------------------------------------------------------------- classes
     def _report_classes(self) -> None:

@@ -85,6 +85,22 @@ ENTRY_POINTS: Final = {
         "HookCallback, with these hooks where Estimator placed them"
     ),
 }
+#: What ``fit`` cannot hold: one train step per batch is all it runs. Code with several train
+#: ops (a GAN's alternating steps, tensorflow-gan's ``RunTrainOpsHook``) moves to a custom
+#: training loop, where ``hookbridge.CallbackLoop`` runs its hooks and callbacks.
+CUSTOM_LOOP_REASON: Final = (
+    "fit runs one train step per batch; several train ops (alternating steps, several "
+    "optimizers) move to a custom training loop (tf.GradientTape in a tf.function), where "
+    "hookbridge.CallbackLoop runs the hooks (HookCallback) and Keras callbacks as fit would"
+)
+CUSTOM_LOOP_ACTION: Final = "hookbridge.CallbackLoop (docs/custom-loops.md)"
+#: Hooks and helpers that run train ops themselves (tensorflow-gan, tf.contrib.gan), by name.
+CUSTOM_LOOP_NAMES: Final = frozenset(
+    {"RunTrainOpsHook", "get_sequential_train_hooks", "get_joint_train_hooks", "gan_train"}
+)
+#: Calls that make a train op; two or more in one function make a job fit cannot hold.
+TRAIN_OP_METHODS: Final = frozenset({"minimize"})
+
 #: Canned Estimators: entry points too.
 CANNED_ESTIMATORS: Final = frozenset(
     {

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hookbridge._migrate import optimizer_state
+from hookbridge._migrate import state_writer
 
 #: Where ``estimator_hooks`` keeps the Estimator's last checkpoint, inside ``model_dir``.
 BACKUP_DIR = "estimator-backup"
@@ -109,7 +109,7 @@ def estimator_hooks(
         )
         saver_class = v1.train.Saver
         if writer is not None:
-            saver_class = optimizer_state.saver_class(tf)
+            saver_class = state_writer.saver_class(tf)
         saver = saver_class(
             var_list=var_list,
             sharded=True,
@@ -174,7 +174,7 @@ def _checkpoint_names(
     model: Any,
     model_dir: str,
     assignment_map: str | Mapping[str, Any],
-) -> tuple[dict[str, Any] | None, optimizer_state.Writer | None]:
+) -> tuple[dict[str, Any] | None, state_writer.Writer | None]:
     """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``),
     and the writer of its optimizer state (or ``None``)."""
     prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
@@ -204,7 +204,7 @@ def _checkpoint_names(
     if plan.slots or plan.unused or rows:
         # Every name the Estimator's Saver will look for: its optimizer state from Keras, and
         # its variables no Keras weight holds as they were (else NotFoundError on the way back).
-        writer = optimizer_state.Writer(
+        writer = state_writer.Writer(
             tf, model, reader, plan.slots, plan.pairs, plan.unused, rows
         )
         var_list.update(writer.var_list)

@@ -18,6 +18,9 @@ TF1's ``MomentumOptimizer`` accumulates gradients (``a = mu*a + g``, ``w -= lr*a
 ``SGD`` accumulates steps (``m = mu*m - lr*g``, ``w += m``): ``m = -lr*a``; and TF1's Adam keeps
 its bias correction in ``beta1_power``/``beta2_power`` where Keras derives it from
 ``iterations`` (the global step): equal while the optimizer ran from step 0.
+
+Reading (``restore``) is here; writing back (the ``Writer`` a ``Saver`` fills before each save)
+is in ``hookbridge/_migrate/state_writer.py``.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def pick(candidates: Sequence[Any], family: str | None) -> Any:
     return candidates[0]
 
 
-def _lr(optimizer: Any) -> float:
+def current_lr(optimizer: Any) -> float:
     """The Keras optimizer's learning rate at its current iteration (a schedule evaluated)."""
     lr = optimizer.learning_rate
     if callable(lr) and not hasattr(lr, "numpy"):
@@ -161,12 +164,12 @@ def _lr(optimizer: Any) -> float:
     return float(np.asarray(lr))
 
 
-def _setting(optimizer: Any, setting: str, iterations: int) -> Any:
+def setting_value(optimizer: Any, setting: str, iterations: int) -> Any:
     """The Keras optimizer's value of a V2 canned setting, or ``None`` when it has none."""
     if setting == "iter":
         return iterations
     if setting == "learning_rate":
-        return _lr(optimizer)
+        return current_lr(optimizer)
     attribute = _SETTINGS.get(setting)
     value = getattr(optimizer, attribute, None) if attribute else None
     if value is None and setting == "decay":
@@ -176,7 +179,7 @@ def _setting(optimizer: Any, setting: str, iterations: int) -> Any:
     return float(np.asarray(value))
 
 
-def _trainable(model: Any, index: int) -> Any:
+def weight_at(model: Any, index: int) -> Any:
     return list(model.weights)[index]
 
 
@@ -208,15 +211,15 @@ def restore(
         for s in state.slots:
             optimizer = pick(candidates, s.family)
             family = keras_family(optimizer)
-            why = _mismatch(optimizer, family, s.family)
-            variable = _trainable(model, variables[s.var])
+            why = mismatch(optimizer, family, s.family)
+            variable = weight_at(model, variables[s.var])
             target = None if why else _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
             if target is None:
                 missed.append(f"{s.name} ({why or _no_slot(optimizer, s.slot)})")
                 continue
             value = np.asarray(reader.get_tensor(s.name))
             if s.tf1_momentum:
-                value = -_lr(optimizer) * value
+                value = -current_lr(optimizer) * value
             if id(target) not in pending:
                 pending[id(target)] = (target, np.array(target.numpy()))
             buffer = pending[id(target)][1]
@@ -232,7 +235,7 @@ def restore(
         b = {1: getattr(optimizer, "beta_1", None), 2: getattr(optimizer, "beta_2", None)}
         for name, n in state.powers.items():
             if family != "adam" or b[n] is None:
-                missed.append(f"{name} ({_mismatch(optimizer, family, 'adam')})")
+                missed.append(f"{name} ({mismatch(optimizer, family, 'adam')})")
                 continue
             expected = float(b[n]) ** (step + 1)
             found = float(reader.get_tensor(name))
@@ -259,7 +262,7 @@ def restore(
                 except (TypeError, ValueError):
                     missed.append(f"{name} (= {found:g}; the Keras learning rate is a schedule)")
                 continue
-            have = _setting(optimizer, setting, step)
+            have = setting_value(optimizer, setting, step)
             if have is None or not np.isclose(have, found, rtol=1e-6, atol=1e-12):
                 missed.append(
                     f"{name} (= {found:g}; the Keras {type(optimizer).__name__} has "
@@ -269,7 +272,7 @@ def restore(
     return missed
 
 
-def _mismatch(optimizer: Any, family: str | None, wanted: str) -> str | None:
+def mismatch(optimizer: Any, family: str | None, wanted: str) -> str | None:
     if family == wanted == "momentum" and not float(getattr(optimizer, "momentum", 0.0) or 0.0):
         return (
             "state of a momentum optimizer; the model's SGD has momentum=0: construct it "
@@ -296,148 +299,6 @@ def _no_slot(optimizer: Any, slot: str) -> str:
         "mg": "construct it with centered=True",
     }.get(slot, "a Keras optimizer of the same kind keeps it")
     return f"the Keras {type(optimizer).__name__} keeps no {slot!r} slot: {hint}"
-
-
-# --------------------------------------------------------------------------- the way back
-class Writer:
-    """Side-graph variables carrying the Keras optimizer's state under the Estimator's names.
-
-    Built (in the bridge's graph, before it is finalized) from the names and shapes of the
-    Estimator's checkpoint (``unchanged``: names written as that checkpoint holds them, the
-    variables no Keras weight holds); :meth:`fill` copies the Keras optimizer's current state
-    into them (converted as the TF1 optimizer keeps it) right before a Saver writes them.
-    """
-
-    def __init__(
-        self,
-        tf: Any,
-        model: Any,
-        reader: Any,
-        names: Sequence[str],
-        pairs: Sequence[tuple[str, int]],
-        unchanged: Sequence[str] = (),
-        rows: Mapping[str, tuple[int, int, int]] | None = None,
-    ) -> None:
-        self.model = model
-        self.rows = dict(rows or {})
-        variables = {name: i for name, i in pairs}
-        self.state = classify(names, set(variables))
-        self.variables = variables
-        dtypes = reader.get_variable_to_dtype_map()
-        self.var_list: dict[str, Any] = {}
-        self._feeds: list[tuple[str, Any]] = []
-        self.carried: list[str] = []
-        self._initial: dict[str, Any] = {}
-        v1 = tf.compat.v1
-        assigns = []
-        with tf.name_scope("hookbridge/"):
-            for index, name in enumerate(sorted([*names, *unchanged, *self.rows])):
-                value = np.asarray(reader.get_tensor(name))
-                self._initial[name] = value
-                var = v1.get_variable(
-                    f"hookbridge_optimizer/{index:03d}",
-                    initializer=tf.constant(value, dtype=dtypes[name]),
-                    trainable=False,
-                    use_resource=True,
-                )
-                placeholder = v1.placeholder(dtypes[name], shape=value.shape)
-                assigns.append(var.assign(placeholder, read_value=False))
-                self.var_list[name] = var
-                self._feeds.append((name, placeholder))
-            self._assign = tf.group(*assigns)
-
-    def values(self) -> tuple[dict[str, Any], list[str]]:
-        """The Keras optimizer's state under the Estimator's names, and what it could not give
-        (written as the Estimator's checkpoint held it)."""
-        from hookbridge import _tfcompat
-
-        model, state = self.model, self.state
-        optimizer = getattr(model, "optimizer", None)
-        out = dict(self._initial)
-        if self.rows:
-            weights = list(model.weights)
-            with _tfcompat.eager():
-                for name, (i, start, end) in self.rows.items():
-                    out[name] = np.asarray(weights[i].numpy())[start:end].reshape(out[name].shape)
-        candidates = optimizers(model)
-        if not candidates:
-            return out, sorted(self._initial)
-        carried = []
-        with _tfcompat.eager():
-            iterations = int(candidates[0].iterations.numpy())
-            for optimizer in candidates:
-                _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
-            for s in state.slots:
-                optimizer = pick(candidates, s.family)
-                family = keras_family(optimizer)
-                variable = _trainable(model, self.variables[s.var])
-                slot = None
-                if _mismatch(optimizer, family, s.family) is None:
-                    slot = _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
-                if slot is None:
-                    carried.append(s.name)
-                    continue
-                value = np.asarray(slot.numpy())
-                if s.tf1_momentum:
-                    value = value / -_lr(optimizer)
-                if s.var in self.rows:
-                    value = value[self.rows[s.var][1] : self.rows[s.var][2]]
-                out[s.name] = value.reshape(out[s.name].shape)
-            optimizer = pick(candidates, "adam")
-            family = keras_family(optimizer)
-            for name, n in state.powers.items():
-                beta = getattr(optimizer, f"beta_{n}", None) if family == "adam" else None
-                if beta is None:
-                    carried.append(name)
-                    continue
-                out[name] = np.asarray(float(beta) ** (iterations + 1))
-            for name, setting in state.settings.items():
-                optimizer = pick(candidates, state.setting_families.get(name))
-                have = _setting(optimizer, setting, iterations)
-                if have is None:
-                    carried.append(name)
-                    continue
-                out[name] = np.asarray(have)
-        carried += state.unknown
-        return out, carried
-
-    def fill(self, session: Any) -> None:
-        values, carried = self.values()
-        if carried and carried != self.carried:
-            import warnings
-
-            optimizer = type(getattr(self.model, "optimizer", None)).__name__
-            warnings.warn(
-                f"estimator_hooks: the Keras {optimizer} keeps no counterpart of the Estimator's "
-                f"{', '.join(carried[:8])}{', ...' if len(carried) > 8 else ''}: the checkpoints "
-                "carry them as the Estimator's checkpoint held them, so the Estimator restores, "
-                "but continues from that older state. Compile the Keras model with the "
-                "Estimator's kind of optimizer (restore_checkpoint's warning names it).",
-                stacklevel=2,
-            )
-        self.carried = carried
-        feeds = {
-            p: np.asarray(values[name]).astype(p.dtype.as_numpy_dtype).reshape(p.shape)
-            for name, p in self._feeds
-        }
-        session.run(self._assign, feed_dict=feeds)
-
-
-def saver_class(tf: Any) -> Any:
-    """A ``Saver`` that fills its optimizer-state variables from Keras before each save."""
-
-    class StateSaver(tf.compat.v1.train.Saver):
-        """``tf.compat.v1.train.Saver`` whose ``save`` first copies the Keras optimizer's state
-        into the variables carrying it (hookbridge's ``estimator_hooks(model=...)``)."""
-
-        writer: Writer | None = None
-
-        def save(self, sess: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.writer is not None:
-                self.writer.fill(sess)
-            return super().save(sess, *args, **kwargs)
-
-    return StateSaver
 
 
 def describe(missed: Sequence[str], limit: int = 8) -> str:

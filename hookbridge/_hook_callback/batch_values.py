@@ -44,8 +44,9 @@ class MetricKinds(Protocol):
     """What the bridge knows of the model's metrics (``keras_access.py`` builds it). Asked only
     once Keras has logged the key (tf_keras builds its metrics at the first step)."""
 
-    def kind(self, key: str) -> str:
-        """``MEAN``, ``OTHER`` or ``RAW`` for the log key ``key``."""
+    def kind(self, key: str, logged: float) -> str:
+        """``MEAN``, ``OTHER`` or ``RAW`` for the log key ``key``, whose last logged value is
+        ``logged``."""
 
     def count_reader(self, key: str) -> Callable[[], float]:
         """A reader of the ``count`` of the ``MEAN`` metric logged as ``key``."""
@@ -241,7 +242,11 @@ class BatchValues:
     def _kind(self, key: str) -> str:
         kind = self._kinds.get(key)
         if kind is None:
-            kind = self._metrics.kind(key) if self._metrics is not None else RAW
+            logged = self.means.get(key)
+            if self._metrics is None or not isinstance(logged, (int, float)):
+                kind = RAW
+            else:
+                kind = self._metrics.kind(key, float(logged))
             self._kinds[key] = kind
         return kind
 
@@ -274,7 +279,8 @@ class BatchValues:
             self._warn_once(
                 f"kind:{key}",
                 f"HookCallback: Keras's {key!r} metric is not a mean over samples (it has no "
-                "count, e.g. AUC, Precision): Keras logs its value over the epoch so far and "
+                "count, e.g. AUC, Precision, or logs a value computed from its mean, e.g. "
+                "RootMeanSquaredError): Keras logs its value over the epoch so far and "
                 f"no batch value can be recovered from it, so the bridge's {key!r} tensor "
                 f"holds Keras's value, as running_mean/{key} does. Compute the batch value in "
                 "a hook of your own if you need it.",

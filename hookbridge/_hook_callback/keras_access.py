@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable
@@ -181,11 +182,23 @@ class _MetricKinds:
     def _metric(self, key: str) -> Any:
         return _metrics_by_key(self._model).get(key)
 
-    def kind(self, key: str) -> str:
+    def kind(self, key: str, logged: float) -> str:
+        """``RAW`` without a metric logged as ``key``; ``MEAN`` for a metric whose logged value
+        is its ``total / count`` (checked once against ``logged``, the value Keras logged last:
+        ``RootMeanSquaredError`` has both but logs a square root); else ``OTHER``."""
         metric = self._metric(key)
         if metric is None:
             return RAW
-        return MEAN if hasattr(metric, "count") and hasattr(metric, "total") else OTHER
+        if not (hasattr(metric, "count") and hasattr(metric, "total")):
+            return OTHER
+        if _is_distributed(metric.count):  # this worker's share: not the logged ratio
+            return MEAN
+        count = self.count_reader(key)()
+        total = _count_reader(metric.total, self._model)()
+        if count > 0 and math.isfinite(logged) and math.isfinite(total):
+            if abs(total / count - logged) > 1e-5 * max(1.0, abs(logged)):
+                return OTHER
+        return MEAN
 
     def count_reader(self, key: str) -> Callable[[], float]:
         """Reads the ``count`` of the metric logged as ``key``: one raw ``ReadVariableOp`` in
@@ -196,6 +209,12 @@ class _MetricKinds:
         if read is None:
             read = self._readers[key] = _count_reader(self._metric(key).count, self._model)
         return read
+
+
+def _is_distributed(count: Any) -> bool:
+    variable = getattr(count, "value", None)  # Keras 3: the backend variable
+    variable = variable if isinstance(variable, tf.Variable) else count
+    return isinstance(variable, tf.distribute.DistributedValues)
 
 
 def _count_reader(count: Any, model: Any) -> Callable[[], float]:

@@ -456,3 +456,40 @@ def test_a_tensor_derived_from_loss_raises_in_predict_as_loss_does(derive):
     with pytest.raises(ValueError, match=r"loss:0 has no value yet: Keras has not logged 'loss'"):
         with bridge:
             model.predict(np.zeros((4, 2), "float32"), verbose=0, callbacks=[bridge])
+
+
+def test_a_metric_logging_a_function_of_its_mean_holds_keras_value_and_warns():
+    """``RootMeanSquaredError`` has a total and a count but logs ``sqrt(total / count)``: no
+    batch value can be derived from its running value by counts (the bridge did, silently).
+    Its tensor holds Keras's value, with a warning at the first fetch naming it; ``mae:0``
+    beside it stays Keras's batch value."""
+    x, y = _data(10)
+
+    def make_model():
+        model = keras.Sequential([keras.Input((2,)), _dense()])
+        model.compile(
+            keras.optimizers.SGD(0.05),
+            loss="mse",
+            metrics=["mae", keras.metrics.RootMeanSquaredError(name="rmse")],
+        )
+        return model
+
+    fit_kw = dict(x=x, y=y, batch_size=4, epochs=1, shuffle=False)
+    logged = []
+
+    class Logs(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            logged.append(float(logs["rmse"]))
+
+    native = KerasBatchValues()
+    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    bridge = hookbridge.HookCallback(lambda: [FetchKeys(["loss", "mae", "rmse"])])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bridge:
+            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge, Logs()])
+    bridged = bridge.hooks[0].got
+    _assert_values(native.logs, bridged, ["loss", "mae"])
+    np.testing.assert_allclose([b["rmse"] for b in bridged], logged, rtol=1e-6)
+    messages = [str(w.message) for w in caught if "'rmse' metric is not a mean" in str(w.message)]
+    assert len(messages) == 1

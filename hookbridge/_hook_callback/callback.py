@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,9 +11,14 @@ import tensorflow as tf
 from hookbridge._exact import current as exact_values
 from hookbridge._hook_callback.agreement import FAILED, StopAgreement
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
-from hookbridge._hook_callback.keras_access import KerasAccess, require_tensorflow_backend
+from hookbridge._hook_callback.keras_access import (
+    KerasAccess,
+    fit_is_running,
+    require_tensorflow_backend,
+)
 from hookbridge._hook_callback.run import BridgeRun
 from hookbridge._hook_callback.scaffold import ScaffoldArg
+from hookbridge._hook_callback.step import warn_steps_per_execution
 from hookbridge._hook_callback.workers import (
     AgreedSteps,
     hooks_for,
@@ -26,19 +29,6 @@ from hookbridge._hook_callback.workers import (
 )
 
 keras = tf.keras
-
-
-def _fit_is_running(model: Any) -> bool:
-    """Whether ``model.fit`` is on this thread's call stack, so that test events are fit's
-    validation. (A flag set in ``on_train_begin`` would outlive a ``fit`` that raised: Keras
-    calls no ``on_train_end`` then, and a later ``evaluate`` would run no hooks.) Walks the
-    frames once per ``evaluate``/``predict``, reading the locals only of frames named ``fit``."""
-    frame = inspect.currentframe()
-    while frame is not None:
-        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _boundary(entry: Callable) -> Callable:
@@ -245,8 +235,8 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         self.close()
 
     # ---------------------------------------------------------------- Keras entry points
-    # Each runs inside the one exception boundary (``_boundary``): whatever it raises closes
-    # the run first.
+    # Each runs inside the one exception boundary: whatever it raises closes the run first
+    # (``_abandon``), then propagates.
     @_boundary
     def on_train_begin(self, logs=None):
         self._start("train")
@@ -263,29 +253,36 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
             # read here: one variable read per epoch.
             self._run.global_step.dirty = self._run.global_step.variable is not None
 
-    @_boundary
+    # The per-step entry points hold the boundary inline (no wrapper frame on the hot path).
     def on_train_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "train":
-            if self._agreement is None:
-                self._before(batch)
-            else:
-                self._agreed_before(batch)
+            try:
+                if self._agreement is None:
+                    self._before(batch)
+                else:
+                    self._agreed_before(batch)
+            except BaseException:
+                self._abandon()
+                raise
 
-    @_boundary
     def on_train_batch_end(self, batch, logs=None):
-        if self._agreement is not None:
-            self._agreed_after(batch, logs)
-            return
-        run = self._run
-        if run is not None and run.mode == "train":
-            self._after(batch, logs)
+        try:
+            if self._agreement is not None:
+                self._agreed_after(batch, logs)
+                return
+            run = self._run
+            if run is not None and run.mode == "train":
+                self._after(batch, logs)
+        except BaseException:
+            self._abandon()
+            raise
 
     @_boundary
     def on_test_begin(self, logs=None):
         # fit's validation runs no hooks: the training hooks are not evaluation hooks (and
         # their run may have ended early, by end of input, with an end() error pending)
-        if not _fit_is_running(self.model):
+        if not fit_is_running(self.model):
             self._start("test")
         elif self._active("train"):  # the last batch's values, before validation resets them
             self._run.batch_values.settle()
@@ -294,38 +291,50 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
     def on_test_end(self, logs=None):
         self._finish("test")
 
-    @_boundary
     def on_test_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "test":
-            self._before(batch)
+            try:
+                self._before(batch)
+            except BaseException:
+                self._abandon()
+                raise
 
-    @_boundary
     def on_test_batch_end(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "test":
-            self._after(batch, logs)
+            try:
+                self._after(batch, logs)
+            except BaseException:
+                self._abandon()
+                raise
 
     @_boundary
     def on_predict_begin(self, logs=None):
-        if self._run is None or not _fit_is_running(self.model):
+        if self._run is None or not fit_is_running(self.model):
             self._start("predict")
 
     @_boundary
     def on_predict_end(self, logs=None):
         self._finish("predict")
 
-    @_boundary
     def on_predict_batch_begin(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "predict":
-            self._before(batch)
+            try:
+                self._before(batch)
+            except BaseException:
+                self._abandon()
+                raise
 
-    @_boundary
     def on_predict_batch_end(self, batch, logs=None):
         run = self._run
         if run is not None and run.mode == "predict":
-            self._after(batch, logs)
+            try:
+                self._after(batch, logs)
+            except BaseException:
+                self._abandon()
+                raise
 
     def _abandon(self) -> None:
         """The exception policy's one teardown: the run ends without ``end()`` (as when an
@@ -380,13 +389,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         run = self._run
         if run.mode == "train" and not self._warned_spe and batch > run.begin_batch:
             self._warned_spe = True
-            warnings.warn(
-                f"HookCallback: Keras runs {batch - run.begin_batch + 1} steps per execution "
-                "(steps_per_execution); hooks run once per execution, the global step advances "
-                "by that much, and a stop requested mid-execution takes effect at the end of the "
-                "execution.",
-                stacklevel=3,
-            )
+            warn_steps_per_execution(batch - run.begin_batch + 1)
         stop = run.after(batch, logs or {}, exact_values(self.model))
         if run.session is None:  # ended by end of input from a hook (every end() has run)
             self._ended(run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import warnings
@@ -319,3 +320,16 @@ def _metric_name(metric: Any) -> str | None:
     if isinstance(metric, dict):
         return (metric.get("config") or {}).get("name")
     return getattr(metric, "name", None)
+
+
+def fit_is_running(model: Any) -> bool:
+    """Whether ``model.fit`` is on this thread's call stack, so that test events are fit's
+    validation. (A flag set in ``on_train_begin`` would outlive a ``fit`` that raised: Keras
+    calls no ``on_train_end`` then, and a later ``evaluate`` would run no hooks.) Walks the
+    frames once per ``evaluate``/``predict``, reading the locals only of frames named ``fit``."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
+            return True
+        frame = frame.f_back
+    return False

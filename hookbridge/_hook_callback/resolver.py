@@ -46,7 +46,8 @@ class Resolver:
     run sees (the global step before and after each Keras step, the batch values, the merged
     run) and every ``session.run`` holds it, never while a hook's method runs (a hook waiting
     for its thread cannot deadlock). A thread's long run (a checkpoint) delays the next Keras
-    step by as much; natively the two would overlap.
+    step by as much; natively the two would overlap. Cost: two uncontended acquisitions per
+    step, about 0.2-0.3 µs inside fit (benchmarks/percall.py, idle_1, with and without it).
     """
 
     def __init__(

@@ -178,3 +178,13 @@ def warn_unknown_keys(side: SideGraph, logs: dict, warned: set) -> None:
                     f"for it; pass log_names=[{key!r}] to HookCallback to get one.",
                     stacklevel=5,
                 )
+
+
+def warn_steps_per_execution(steps: int) -> None:
+    """Once per run: Keras runs several steps per batch callback (``steps_per_execution``)."""
+    warnings.warn(
+        f"HookCallback: Keras runs {steps} steps per execution (steps_per_execution); hooks "
+        "run once per execution, the global step advances by that much, and a stop requested "
+        "mid-execution takes effect at the end of the execution.",
+        stacklevel=4,
+    )

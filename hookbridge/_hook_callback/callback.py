@@ -56,9 +56,11 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
     """A Keras callback that runs TF1 ``SessionRunHook``s as ``MonitoredSession`` would.
 
     Each Keras ``fit`` (or ``evaluate`` / ``predict``) becomes one TF1 session: every hook's
-    ``begin()`` on a small side graph (see below), ``after_create_session`` with a real
-    ``tf.compat.v1.Session``, one ``before_run``/``after_run`` pair per Keras step with the hooks'
-    fetches, feeds and options merged into one run, and ``end(session)`` when Keras ends.
+    ``begin()`` on a small side graph (see below), ``after_create_session`` with a
+    ``tf.compat.v1.Session`` (a thread-safe proxy of a real one: ``session.py`` says what it
+    refuses), one ``before_run``/``after_run`` pair per Keras step with the hooks' fetches, feeds
+    and options merged into one run, and ``end(session)`` when Keras ends. An exception leaving
+    any of its Keras events closes the run first, without ``end()``, as natively.
 
     The graph a hook sees (the default graph during every hook call) holds:
 

@@ -52,9 +52,13 @@ class _Watch:
         listeners = self.listeners
 
         def watched(*args: Any, **kwargs: Any) -> Any:
-            for notify in tuple(listeners):
-                notify()
-            return original(*args, **kwargs)
+            # Notified after the write: a reader between a notification and the write would
+            # clear the mark and keep the old value until the next epoch.
+            try:
+                return original(*args, **kwargs)
+            finally:
+                for notify in tuple(listeners):
+                    notify()
 
         return watched
 

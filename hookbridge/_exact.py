@@ -13,19 +13,21 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-_CURRENT: dict[int, Mapping[str, float]] = {}  # id(model) -> the values of its step
+#: id(model) -> the values of its step. Empty unless a custom loop is ending a step: HookCallback
+#: tests it before asking for its model (Keras 3's ``Callback.model`` costs ~0.3 µs per step).
+CURRENT: dict[int, Mapping[str, float]] = {}
 
 
 @contextlib.contextmanager
 def publishing(model: Any, values: Mapping[str, float]) -> Iterator[None]:
     """Makes ``values`` the exact batch values of ``model``'s step while the block runs."""
-    _CURRENT[id(model)] = values
+    CURRENT[id(model)] = values
     try:
         yield
     finally:
-        _CURRENT.pop(id(model), None)
+        CURRENT.pop(id(model), None)
 
 
 def current(model: Any) -> Mapping[str, float] | None:
     """The exact batch values published for ``model``'s current step, if any."""
-    return _CURRENT.get(id(model)) if _CURRENT else None
+    return CURRENT.get(id(model)) if CURRENT else None

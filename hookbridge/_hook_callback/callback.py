@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._exact import CURRENT as EXACT_VALUES
 from hookbridge._exact import current as exact_values
 from hookbridge._hook_callback.agreement import FAILED, StopAgreement
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
@@ -392,7 +393,8 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         if run.mode == "train" and not self._warned_spe and batch > run.begin_batch:
             self._warned_spe = True
             warn_steps_per_execution(batch - run.begin_batch + 1)
-        stop = run.after(batch, logs or {}, exact_values(self.model))
+        exact = exact_values(self.model) if EXACT_VALUES else None  # a custom loop's step
+        stop = run.after(batch, logs or {}, exact)
         if run.session is None:  # ended by end of input from a hook (every end() has run)
             self._ended(run)
         if stop:

@@ -110,6 +110,16 @@ def main() -> None:
         begin = ", ".join(f"{r[0]:.1f} / {r[1]:.1f}" for r in fits)
         end = ", ".join(f"{r[2]:.1f} / {r[3]:.1f}" for r in fits)
         print(f"| {case} | {begin} | {end} |")
+    totals = {c: float(np.median([r[1] + r[3] for r in fits])) for c, fits in results.items()}
+    verdicts = [("nan", "keras_nan", 2.0)]  # issue 24: NanTensorHook <= 2.0x TerminateOnNaN
+    for case, reference, limit in verdicts:
+        if case in totals and reference in totals:
+            ratio = totals[case] / totals[reference]
+            print(
+                f"{case}: begin + end median {totals[case]:.1f} µs = {ratio:.2f}x {reference} "
+                f"({totals[reference]:.1f} µs); target <= {limit:.1f}x: "
+                + ("PASS" if ratio <= limit else "MISS")
+            )
 
 
 if __name__ == "__main__":

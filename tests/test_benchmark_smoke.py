@@ -28,6 +28,7 @@ CASES = (
     "ms_bare",
     "ms_nan_hook",
     "ms_standard",
+    "ms_tf1_equiv",
     "ms_callback_hook",
     "ms_callback_hook_epoch",
 )
@@ -87,3 +88,5 @@ def test_percall_measures_every_case():
         for cell in cells:
             p20, median = (float(v) for v in cell.split("/"))
             assert 0 < p20 <= median, (case, cell)
+    verdict = [line for line in out.splitlines() if line.startswith("nan: begin + end median")]
+    assert len(verdict) == 1 and verdict[0].endswith(("PASS", "MISS")), out

@@ -18,6 +18,7 @@ from .workloads import (
     WIDE,
     IdleHook,
     NoopCallback,
+    Tf1Equivalent,
     dataset,
     graph_mlp,
     image_dataset,
@@ -247,6 +248,12 @@ def build_cases(workdir: str) -> dict[str, Case]:
             "ms_callback_hook",
             "MonitoredSession + CallbackHook(History, EarlyStopping, CSVLogger, TerminateOnNaN)",
             callback_hook(with_batch_listener=True),
+        ),
+        session_case(
+            "ms_tf1_equiv",
+            "MonitoredSession + one hand-written TF1 hook doing the same four jobs (history, "
+            "early stopping, CSV rows, NaN check): what a TF1 user writes instead",
+            lambda s: [Tf1Equivalent(os.path.join(d("ms_tf1_equiv"), "log.csv"))],
         ),
         session_case(
             "ms_callback_hook_epoch",

@@ -208,3 +208,49 @@ def callback_classes() -> tuple[type, ...]:
     c = keras.callbacks
     return (c.History, c.EarlyStopping, c.CSVLogger, c.TerminateOnNaN)
 
+
+
+class Tf1Equivalent(v1.train.SessionRunHook):
+    """One hand-written TF1 hook doing what ``ms_callback_hook``'s Keras callbacks do (History,
+    EarlyStopping, CSVLogger, TerminateOnNaN): the loss fetched every step, checked for NaN,
+    averaged per epoch of ``steps_per_epoch`` steps (weighted by the batch size, as Keras), each
+    epoch's mean kept, compared with the best (patience never reached) and written as a CSV row.
+    What a TF1 user would write instead of bridging the callbacks."""
+
+    def __init__(self, csv_path: str, steps_per_epoch: int = 100) -> None:
+        self.csv_path, self.steps_per_epoch = csv_path, steps_per_epoch
+        self.history: list[float] = []
+        self.best, self.wait, self.patience = float("inf"), 0, 10**9
+
+    def begin(self):
+        self.loss = v1.get_default_graph().get_tensor_by_name("loss:0")
+        self.total, self.count, self.step, self.epoch = 0.0, 0, 0, 0
+        self.file = open(self.csv_path, "w")  # noqa: SIM115 - closed in end()
+        self.file.write("epoch,loss\n")
+
+    def before_run(self, run_context):
+        return v1.train.SessionRunArgs(self.loss)
+
+    def after_run(self, run_context, run_values):
+        loss = float(run_values.results)
+        if np.isnan(loss) or np.isinf(loss):
+            run_context.request_stop()
+        self.total += loss * BATCH
+        self.count += BATCH
+        self.step += 1
+        if self.step % self.steps_per_epoch == 0:
+            mean = self.total / self.count
+            self.history.append(mean)
+            if mean < self.best:
+                self.best, self.wait = mean, 0
+            else:
+                self.wait += 1
+                if self.wait >= self.patience:
+                    run_context.request_stop()
+            self.file.write(f"{self.epoch},{mean}\n")
+            self.file.flush()
+            self.epoch += 1
+            self.total, self.count = 0.0, 0
+
+    def end(self, session):
+        self.file.close()

@@ -104,11 +104,12 @@ def main() -> None:
         best = min(per_step(model, make, args.steps) for _ in range(3))
         print(f"| {name} | {best:.1f} |")
     cb = keras.callbacks
-    epoch_level = lambda: [
-        cb.History(),
-        cb.EarlyStopping(monitor="loss", patience=10**9),
-        cb.CSVLogger(os.path.join(tempfile.mkdtemp(), "log.csv")),
-    ]
+    def epoch_level():
+        return [
+            cb.History(),
+            cb.EarlyStopping(monitor="loss", patience=10**9),
+            cb.CSVLogger(os.path.join(tempfile.mkdtemp(), "log.csv")),
+        ]
     callback_cases = {
         "History, EarlyStopping, CSVLogger (sums in the graph)": epoch_level,
         "+ TerminateOnNaN (the loss fetched every step)": lambda: [

@@ -26,12 +26,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from hookbench.workloads import HIDDEN, IdleHook, NoopCallback, dataset, keras_mlp  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
+from hookbench.workloads import HIDDEN, IdleHook, NoopCallback, dataset, keras_mlp
 
-import hookbridge  # noqa: E402
+import hookbridge
 
 CASES = {
     "keras_noop": lambda: [NoopCallback()],

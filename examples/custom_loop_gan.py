@@ -103,7 +103,8 @@ def main(model_dir):
                 loop.step_end(train_step(real))
 
     step = int(gan.g_optimizer.iterations.numpy())
-    rows = list(csv.DictReader(open(log_path)))
+    with open(log_path) as f:
+        rows = list(csv.DictReader(f))
     checkpoint = tf.train.latest_checkpoint(model_dir)
     print(f"stopped at global step {step} (StopAtStepHook last_step=60), {len(rows)} epochs")
     print(f"CSVLogger columns: {list(rows[0])}")

@@ -24,15 +24,15 @@ from hookbridge._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge import hooks
-    from hookbridge._migrate.assignment import propose_assignment
-    from hookbridge._migrate.canned import keras_twin
     from hookbridge._callback_hook.errors import UnsupportedModelAttributeError
     from hookbridge._callback_hook.hook import CallbackHook
     from hookbridge._callback_hook.weights import load_weights, read_weights
-    from hookbridge._loop.driver import CallbackLoop
-    from hookbridge._migrate.estimator import estimator_hooks
     from hookbridge._hook_callback.callback import HookCallback
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
+    from hookbridge._loop.driver import CallbackLoop
+    from hookbridge._migrate.assignment import propose_assignment
+    from hookbridge._migrate.canned import keras_twin
+    from hookbridge._migrate.estimator import estimator_hooks
 
 _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",

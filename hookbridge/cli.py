@@ -52,7 +52,7 @@ def quiet_tensorflow(command: str = "check") -> None:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError):  # no real stderr (embedded): import as is
-        import tensorflow  # noqa: F401
+        import tensorflow
         return
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)

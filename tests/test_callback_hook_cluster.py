@@ -330,7 +330,7 @@ def test_the_stop_variable_is_in_no_collection_and_old_checkpoints_restore(tmp_p
             with tf.compat.v1.train.MonitoredTrainingSession(
                 is_chief=True, checkpoint_dir=ckpt, hooks=hooks, save_checkpoint_steps=2
             ) as sess:
-                for i in range(4):
+                for _i in range(4):
                     sess.run(t["train"], {t["value"]: 1.0})
             names = {v.op.name for v in tf.compat.v1.global_variables()}
             names |= {v.op.name for v in tf.compat.v1.local_variables()}

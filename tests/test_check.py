@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hookbridge._migrate import check as check_mod
 from hookbridge import cli
+from hookbridge._migrate import check as check_mod
 from hookbridge.testing import conform
 
 FIXTURES = Path(__file__).resolve().parent / "check_fixtures"
@@ -447,7 +447,7 @@ def test_compare_outputs_reads_checkpoints_events_and_csv(tmp_path):
     same = write(tmp_path / "b", 1.0, 0.5, 0.25)
     other = write(tmp_path / "c", 2.0, 0.75, 0.5)
     assert compare_outputs(a, same, left_name="L", right_name="R")[0] == []
-    differences, unknown, equal = compare_outputs(a, other, left_name="L", right_name="R")
+    differences, _unknown, _equal = compare_outputs(a, other, left_name="L", right_name="R")
     assert "model.ckpt-3 (checkpoint): dense/kernel: L 1.0, R 2.0" in differences, differences
     assert any(d.startswith("logs/events.out.tfevents.* (events): tensor loss:") for d in differences)
     assert "rows.csv (csv): first difference at line 2: L [3, 0.25], R [3, 0.5] (2 lines vs 2)" in (
@@ -482,7 +482,7 @@ def test_the_users_model_gives_the_hook_its_tensors():
     tf.keras.utils.set_random_seed(0)
     model, x, y = replacements.regression()
     expected = []
-    for epoch in range(2):
+    for _epoch in range(2):
         for b in range(3):
             xb, yb = x[b * 4 : (b + 1) * 4], y[b * 4 : (b + 1) * 4]
             expected.append(float(np.mean(np.abs(model.predict_on_batch(xb) - yb))))

@@ -148,7 +148,7 @@ def test_epochs_follow_the_shared_global_step(cluster):
         epochs = _epochs(rec)
         assert epochs == sorted(set(epochs)), epochs  # on_epoch_end in order
         assert epochs[-1] <= n_epochs - 1 and rec["epochs"][-1][3] >= n_epochs * spe
-        for epoch, batches, logs, step_at_end in rec["epochs"]:
+        for epoch, batches, _logs, step_at_end in rec["epochs"]:
             assert step_at_end >= (epoch + 1) * spe  # closed once the shared step passed it
             per_epoch[epoch] = per_epoch.get(epoch, 0) + batches
             # its own batches: this worker fed 100 * task + run index
@@ -162,7 +162,7 @@ def test_epochs_follow_the_shared_global_step(cluster):
     # each worker stops at its first run that sees the last step: at most one run per worker
     # past epochs * steps_per_epoch (the step is read in the run that increments it)
     assert n_epochs * spe <= final <= n_epochs * spe + 2
-    for epoch, batches in per_epoch.items():
+    for batches in per_epoch.values():
         assert abs(batches - spe) <= 2, per_epoch
     # the means are each worker's own batches: the chief fed 0, 1, 2, ... and the other
     # 100, 101, ...; its epoch means lie in its own range

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 tfe = pytest.importorskip("tensorflow_estimator")
 
-import hookbridge
-from hookbridge.hooks import HistorySaverHook
+import hookbridge  # noqa: E402 - after the importorskip above
+from hookbridge.hooks import HistorySaverHook  # noqa: E402
 
 keras = tf.keras
 

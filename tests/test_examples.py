@@ -159,7 +159,8 @@ def test_custom_loop_gan_keeps_its_hooks_and_gains_callbacks(tmp_path):
     steps = sorted(int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths)
     assert steps == [0, 20, 40, 60]
     assert tf.train.load_checkpoint(str(tmp_path)).get_tensor("global_step") == 60
-    rows = list(csv.DictReader(open(tmp_path / "log.csv")))
+    with open(tmp_path / "log.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     assert all(float(r["g_loss"]) > 0 and float(r["d_loss"]) > 0 for r in rows)
     logged = re.findall(r"d_loss = [\d.]+, g_loss = [\d.]+", proc.stderr)

@@ -63,7 +63,7 @@ def test_native_an_exception_leaving_the_session_closes_it_without_end():
             with pytest.raises(UserWarning):
                 with train.MonitoredSession(hooks=[witness]) as sess:
                     sess.run(train_op)
-                    warnings.warn("an error now", UserWarning)
+                    warnings.warn("an error now", UserWarning, stacklevel=2)
     assert witness.session._closed and not witness.ended and witness.steps == [0]
 
 

@@ -8,6 +8,7 @@ hook's own thread may use the session while ``fit`` trains, as it may use a TF1 
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -201,7 +202,7 @@ class FetchesDerivedStep(train.SessionRunHook):
 
 
 def _backwards(seen):
-    return [(a, b) for a, b in zip(seen, seen[1:]) if b < a]
+    return [(a, b) for a, b in itertools.pairwise(seen) if b < a]
 
 
 def test_a_hooks_thread_never_sees_the_global_step_go_backwards():
@@ -221,5 +222,5 @@ def test_a_hooks_thread_never_sees_the_global_step_go_backwards():
     assert final == 1600
     assert not thread.errors and len(thread.seen) > 100
     assert _backwards(thread.seen) == []
-    assert 0 <= min(thread.seen) and max(thread.seen) <= final
+    assert min(thread.seen) >= 0 and max(thread.seen) <= final
     assert main.stale == list(range(1600))  # the main thread's values are untouched

@@ -174,20 +174,20 @@ def runs(request, tmp_path_factory):
 
 
 def test_keras_continues_the_estimators_optimizer_loss_by_loss(runs):
-    which, r = runs
+    _which, r = runs
     assert r["restore_warnings"] == []
     assert len(r["bridged"]) == len(r["native"]) == 8
     np.testing.assert_allclose(r["bridged"], r["native"], rtol=2e-5, atol=1e-7)
 
 
 def test_the_estimator_continues_keras_optimizer_loss_by_loss(runs):
-    which, r = runs
+    _which, r = runs
     assert len(r["back"]) == len(r["keras"]) == 8
     np.testing.assert_allclose(r["back"], r["keras"], rtol=2e-5, atol=1e-7)
 
 
 def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs):
-    which, r = runs
+    _which, r = runs
     # keep_checkpoint_max=2 deleted the Estimator's own step-6 and step-8 files from model_dir.
     assert r["backup"] == [
         "checkpoint",

@@ -2,7 +2,6 @@
 
 import hookbridge
 
-
 #: The public names, exactly: adding or removing one is a decision, made here and in docs/api.md.
 EXPORTED = [
     "CallbackHook",
@@ -53,7 +52,7 @@ def test_api_page_lists_every_exported_callable_with_every_parameter():
     }
     for name in hookbridge.__all__:
         obj = getattr(hookbridge, name)
-        if not callable(obj) or isinstance(obj, type) and issubclass(obj, Exception):
+        if not callable(obj) or (isinstance(obj, type) and issubclass(obj, Exception)):
             continue
         assert name in rows, f"docs/api.md has no row for hookbridge.{name}"
         for parameter in inspect.signature(obj).parameters:

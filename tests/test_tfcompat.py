@@ -370,7 +370,7 @@ def test_compile_metrics_by_key_names_metrics_as_keras_logs_them():
     x = np.random.default_rng(0).normal(size=(6, 2)).astype("float32")
     y = {"out_a": x[:, :1], "out_b": x[:, 1:]}
     logs = model.fit(x, y, sample_weight=np.linspace(0.5, 2, 6), epochs=1, verbose=0).history
-    compiled = [m for m in model.metrics if m.name == "compile_metrics"][0]
+    compiled = next(m for m in model.metrics if m.name == "compile_metrics")
     by_key = _tfcompat.compile_metrics_by_key(compiled)
     assert set(by_key) == {k for k in logs if not k.endswith("loss")}
     assert {"out_a_mae_1", "out_a_weighted_mae", "out_b_mae"} <= set(by_key)

@@ -16,8 +16,6 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _tfcompat
-from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS, HOOK_EVENTS
-from hookbridge._conform.trace import Trace, first_difference, format_diff, normalize
 from hookbridge._conform.runners import (
     SessionGraph,
     callback_hook,
@@ -25,6 +23,8 @@ from hookbridge._conform.runners import (
     drive_session,
 )
 from hookbridge._conform.scenarios import EXACT_LOSSES, _Run
+from hookbridge._conform.trace import Trace, first_difference, format_diff, normalize
+from hookbridge._lifecycle import CALLBACK_TRAIN_EVENTS, HOOK_EVENTS
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
 _HOOK_METHODS = HOOK_EVENTS

@@ -81,9 +81,8 @@ def _read_checkpoint(prefix: str) -> dict[str, Any]:
 
 
 def _read_events(folder: str) -> dict[str, Any]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
     quiet = logging.getLogger("tensorboard")

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from hookbridge._conform.trace import Event, normalize
 from hookbridge._conform.scenarios import CallbackSpec, HookSpec, ScenarioError
+from hookbridge._conform.trace import Event, normalize
 
 SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 Pair = collections.namedtuple("Pair", ["step", "loss"])

@@ -35,9 +35,9 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
-from hookbridge._conform.trace import Trace
 from hookbridge._conform.recorders import RecordingCallback, RecordingHook
 from hookbridge._conform.scenarios import CallbackScenario, HookScenario, _Run
+from hookbridge._conform.trace import Trace
 
 keras = tf.keras
 _MODEL: list[Any] = []

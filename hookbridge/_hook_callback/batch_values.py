@@ -90,6 +90,7 @@ class BatchValues:
     __slots__ = (
         "_bits",
         "_by_bits",
+        "_exact",
         "_keys",
         "_kinds",
         "_last_size",
@@ -105,7 +106,6 @@ class BatchValues:
         "_seen",
         "_updates",
         "_warned",
-        "_exact",
         "_zero",
         "means",
     )

@@ -231,7 +231,7 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         if run is not None:
             run.close()
 
-    def __enter__(self) -> HookCallback:  # noqa: PYI034 - Self needs typing_extensions on 3.10
+    def __enter__(self) -> HookCallback:
         return self
 
     def __exit__(self, *exc: object) -> None:

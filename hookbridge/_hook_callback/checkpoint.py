@@ -15,13 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
-from hookbridge._migrate import assignment as _assignment
 from hookbridge._hook_callback.graph import (
     WEIGHTS_SCOPE,
     mirror_name,
     set_tf1_names,
     tf1_names,
 )
+from hookbridge._migrate import assignment as _assignment
 
 
 def restore_checkpoint(

@@ -277,7 +277,7 @@ def _output_names(model: Any) -> list[str]:
     output = None
     try:
         output = model.output
-    except Exception:  # noqa: BLE001 - not built / no single output graph (subclassed)
+    except Exception:  # noqa: BLE001, S110 - not built / no single output graph (subclassed)
         pass
     if isinstance(output, dict):
         return list(output)

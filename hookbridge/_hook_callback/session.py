@@ -47,7 +47,7 @@ class BridgeSession(tf.compat.v1.Session):
         config: the ``ConfigProto`` of the real session on the bridge's graph.
     """
 
-    def __init__(self, resolver: Resolver, config: Any = None) -> None:  # noqa: D107
+    def __init__(self, resolver: Resolver, config: Any = None) -> None:
         # No Session.__init__: the real session is a separate object, owned by the bridge.
         self._real = tf.compat.v1.Session(graph=resolver.side.graph, config=config)
         self._resolver = resolver

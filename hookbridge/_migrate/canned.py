@@ -23,7 +23,7 @@ The model's output is the logits (the Estimator's ``predictions["logits"]``). A
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 _SUPPORTED = (
     "DNNClassifier",
@@ -144,7 +144,7 @@ def _two_optimizer_model(keras: Any) -> Any:
     import tensorflow as tf
 
     class TwoOptimizerModel(keras.Model):
-        extra_optimizers: list[Any] = []
+        extra_optimizers: ClassVar[list[Any]] = []
 
         def train_step(self, data):
             x, y = data[0], data[1]

@@ -180,8 +180,8 @@ def _checkpoint_names(
     prefix = tf.train.latest_checkpoint(model_dir) if model is not None else None
     if prefix is None:
         return None, None
-    from hookbridge._migrate import assignment as _assignment
     from hookbridge._hook_callback.graph import WEIGHT_MIRRORS
+    from hookbridge._migrate import assignment as _assignment
 
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()

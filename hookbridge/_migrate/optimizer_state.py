@@ -174,7 +174,7 @@ def setting_value(optimizer: Any, setting: str, iterations: int) -> Any:
     value = getattr(optimizer, attribute, None) if attribute else None
     if value is None and setting == "decay":
         return 0.0  # Keras 2.11+ / Keras 3 optimizers have no legacy decay: none applied
-    if value is None or callable(value) and not hasattr(value, "numpy"):
+    if value is None or (callable(value) and not hasattr(value, "numpy")):
         return None
     return float(np.asarray(value))
 

@@ -25,13 +25,6 @@ from typing import TYPE_CHECKING
 from hookbridge._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
-    from hookbridge._conform.trace import (
-        Event,
-        Trace,
-        first_difference,
-        format_diff,
-        normalize,
-    )
     from hookbridge._conform.conform import (
         Conformance,
         assert_callback_conforms,
@@ -53,6 +46,13 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
         HookScenario,
         HookSpec,
         ScenarioError,
+    )
+    from hookbridge._conform.trace import (
+        Event,
+        Trace,
+        first_difference,
+        format_diff,
+        normalize,
     )
 
 _TRACE = "hookbridge._conform.trace"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -131,7 +132,7 @@ def regression_model_only():
 class GraphLister(v1.train.SessionRunHook):
     """Records the tensors and variables of the graph it is given (check's default graphs)."""
 
-    seen: list = []
+    seen: ClassVar[list] = []
 
     def begin(self) -> None:
         graph = v1.get_default_graph()

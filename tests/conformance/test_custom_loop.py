@@ -179,7 +179,7 @@ def test_events_and_logs_match_fit(validate, with_mae):
 def test_ragged_last_batch_weighs_by_its_sample_count():
     """10 samples in batches of 4: the epoch mean weights the last batch (2 samples) by 2."""
     looped = Recorder()
-    task, loop, _ = run_loop([looped], train=data(10, 4), epochs=1)
+    _task, loop, _ = run_loop([looped], train=data(10, 4), epochs=1)
     batch_means = [e[2]["loss"] for e in looped.events if e[0] == "on_train_batch_end"]
     assert len(batch_means) == 3
     # the running means unwound by the sample counts give the batch values back
@@ -204,7 +204,7 @@ def test_stops_at_the_step_fit_stops(make):
     native, looped = Recorder(), Recorder()
     kwargs = {"train": data(12, 4, inf_at=5), "epochs": 4}
     model, _ = run_fit([make(), native], **kwargs)
-    task, loop, _ = run_loop([make(), looped], **kwargs)
+    task, _loop, _ = run_loop([make(), looped], **kwargs)
     assert_same_events(native.events, looped.events)
     assert int(task.optimizer.iterations.numpy()) == int(model.task.optimizer.iterations.numpy())
     assert task.model.stop_training and model.stop_training
@@ -221,7 +221,10 @@ def test_csv_logger_and_model_checkpoint_write_what_fit_writes(tmp_path):
 
     model, _ = run_fit(callbacks("fit"), train=data(), epochs=2, val=data(6, 4, seed=1))
     task, _, _ = run_loop(callbacks("loop"), train=data(), epochs=2, val=data(6, 4, seed=1))
-    rows = {side: list(csv.DictReader(open(tmp_path / f"{side}.csv"))) for side in ("fit", "loop")}
+    rows = {}
+    for side in ("fit", "loop"):
+        with open(tmp_path / f"{side}.csv") as f:
+            rows[side] = list(csv.DictReader(f))
     assert [list(r) for r in rows["loop"]] == [list(r) for r in rows["fit"]]
     for want, got in zip(rows["fit"], rows["loop"]):
         for key in want:

@@ -320,9 +320,8 @@ def test_a_metric_name_keras_does_not_log_for_a_multi_output_model_fails_in_begi
     bridge = hookbridge.HookCallback(
         lambda: [T.LoggingTensorHook({"mae": "mae:0"}, every_n_iter=1)]
     )
-    with pytest.raises(KeyError) as caught:
-        with bridge:
-            model.fit(x, {"out_a": y, "out_b": y}, epochs=1, verbose=0, callbacks=[bridge])
+    with pytest.raises(KeyError) as caught, bridge:
+        model.fit(x, {"out_a": y, "out_b": y}, epochs=1, verbose=0, callbacks=[bridge])
     message = str(caught.value)
     assert "LoggingTensorHook.begin asked for 'mae:0'" in message
     assert "'out_a_mae:0'" in message and "'out_b_loss:0'" in message

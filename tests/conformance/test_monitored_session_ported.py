@@ -25,11 +25,11 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conformance.test_tf_hooks_ported import RaiseOnceAtCountN, fit, iterations, native_graph
 from conftest import make_model
 from tensorflow.core.protobuf import debug_pb2
 
 import hookbridge
+from conformance.test_tf_hooks_ported import RaiseOnceAtCountN, fit, iterations, native_graph
 from hookbridge import _tfcompat
 
 train = tf.compat.v1.train
@@ -318,7 +318,7 @@ def resumed_runs(tmp_path, first, second, max_steps=10):
     worlds = {}
     for world in ("native", "bridged"):
         trace = []
-        make = [lambda hook=hook: [hook(), FakeHook("h", trace)] for hook in (first, second)]
+        make = [lambda hook=hook, trace=trace: [hook(), FakeHook("h", trace)] for hook in (first, second)]
         if world == "native":
             creator = train.ChiefSessionCreator(scaffold)
             monitored(make[0], max_steps, before_close=save, session_creator=creator)

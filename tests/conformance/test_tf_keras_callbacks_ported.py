@@ -21,6 +21,7 @@ import math
 import re
 import threading
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -165,7 +166,7 @@ def test_log_keys_in_the_order_keras_gives_them():
     results = _both(lambda side: [KeyOrder()], val=[1.0, 2.0])
     orders = {side: cbs[0].seen for side, (cbs, _) in results.items()}
     assert orders["bridged"] == orders["native"]
-    epoch_keys = [k for kind, k in orders["native"] if kind == "epoch"][0]
+    epoch_keys = next(k for kind, k in orders["native"] if kind == "epoch")
     train = ["loss", "zeta", "alpha"]
     expected = train + [f"val_{k}" for k in train]
     assert epoch_keys == (sorted(expected) if KERAS3 else expected)
@@ -606,9 +607,11 @@ def test_LambdaCallback():
         run(
             [
                 keras.callbacks.LambdaCallback(
-                    on_epoch_begin=lambda e, logs: log.append(("begin", e)),
-                    on_epoch_end=lambda e, logs: log.append(("end", e, round(logs["loss"], 5))),
-                    on_train_end=lambda logs: log.append("done"),
+                    on_epoch_begin=lambda e, logs, log=log: log.append(("begin", e)),
+                    on_epoch_end=lambda e, logs, log=log: log.append(
+                        ("end", e, round(logs["loss"], 5))
+                    ),
+                    on_train_end=lambda logs, log=log: log.append("done"),
                 )
             ]
         )
@@ -617,7 +620,7 @@ def test_LambdaCallback():
 
 
 class _Collect(http.server.BaseHTTPRequestHandler):
-    received: list = []
+    received: ClassVar[list] = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"])).decode()

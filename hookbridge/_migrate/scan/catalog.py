@@ -299,7 +299,7 @@ def load_results() -> tuple[dict, ...]:
     return tuple(sorted(loaded, key=lambda r: r["stack"]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def known_names(kind: str) -> frozenset[str]:
     """Names of ``kind`` (``hook`` / ``callback``) that any stack's results mention."""
     return frozenset(

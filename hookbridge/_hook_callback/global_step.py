@@ -160,9 +160,10 @@ class GlobalStep:
         """After a Keras step that Keras reports as covering ``batches`` batches: the variable's
         new value, predicted for one batch (no read) and read otherwise (see the module
         docstring); without a variable, counted (at most ``batches``)."""
-        if (self.dirty or self.may_skip or batches != 1) and self.variable is not None:
-            self.refresh()
-            return
+        if self.dirty or self.may_skip or batches != 1:
+            if self.variable is not None:
+                self.refresh()
+                return
         self.value += batches
 
     # -- values -------------------------------------------------------------------------------

@@ -237,8 +237,9 @@ class BridgeRun:
                 if mode == "train":
                     self.global_step.after_step(steps)  # its one owner: global_step.py
                 self.batch_values.update(logs, exact)
-        if mode != "predict" and len(self.warned_keys) < len(logs):
-            warn_unknown_keys(self.side, logs, self.warned_keys)
+        if mode != "predict":
+            if len(self.warned_keys) < len(logs):
+                warn_unknown_keys(self.side, logs, self.warned_keys)
         step = self.step
         if step.pending or step.after_hooks:
             while True:

@@ -24,48 +24,12 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _exact
+from hookbridge._loop import data as _data
+from hookbridge._loop.data import KERAS3
 from hookbridge._loop.logs import EpochLogs
 
 keras = tf.keras
-KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
 
-#: Keras's own message when the input ends before ``steps_per_epoch`` steps (fit warns it).
-_RAN_OUT = (
-    "Your input ran out of data; interrupting training. Make sure that your dataset or "
-    "generator can generate at least `steps_per_epoch * epochs` batches. You may need to use "
-    "the `.repeat()` function when building your dataset."
-)
-
-
-#: tf_keras's message for the same (logged, not warned), with the batches asked for.
-_RAN_OUT_TF_KERAS = (
-    "Your input ran out of data; interrupting training. Make sure that your dataset or "
-    "generator can generate at least `steps_per_epoch * epochs` batches (in this case, {} "
-    "batches). You may need to use the repeat() function when building your dataset."
-)
-_END = object()
-
-
-def _known_batches(data: Any, learned: int | None) -> int | None:
-    """The number of batches ``data`` holds, when it can be known without reading it."""
-    cardinality = getattr(data, "cardinality", None)  # tf.data.Dataset, DistributedDataset
-    if cardinality is not None:
-        value = int(cardinality() if callable(cardinality) else cardinality)
-        return value if value >= 0 else learned  # -1 infinite, -2 unknown
-    try:
-        return len(data)  # type: ignore[arg-type]
-    except TypeError:
-        return learned
-
-
-def _batch_size(batch: Any) -> int | None:
-    """The sample count of a batch, as Keras takes it: the first dimension of its first tensor."""
-    for leaf in tf.nest.flatten(batch):
-        shape = getattr(leaf, "shape", None)
-        if shape is not None and len(shape) > 0 and shape[0] is not None:
-            return int(shape[0])
-        return None
-    return None
 
 
 class CallbackLoop:
@@ -187,7 +151,7 @@ class CallbackLoop:
         self.callbacks = keras.callbacks.CallbackList(
             list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
             verbose=verbose, epochs=self.epochs_total,
-            steps=steps_per_epoch or (None if data is None else _known_batches(data, None)),
+            steps=steps_per_epoch or (None if data is None else _data.known_batches(data, None)),
         )
         self.data = data
         self._train_logs = EpochLogs(metrics)
@@ -209,7 +173,7 @@ class CallbackLoop:
             raise RuntimeError("CallbackLoop: a loop runs once; make a new CallbackLoop.")
         self._state = "training"
         if self._optimizer is not None:
-            self._saved_optimizer = getattr(self.model, "optimizer", _END)
+            self._saved_optimizer = getattr(self.model, "optimizer", _data.END)
             self.model.optimizer = self._optimizer
         self.model.stop_training = False
         self.callbacks.on_train_begin()
@@ -227,7 +191,7 @@ class CallbackLoop:
             self.callbacks.on_train_end(logs=self._training_logs)
         finally:
             if self._optimizer is not None:
-                if self._saved_optimizer is _END:
+                if self._saved_optimizer is _data.END:
                     del self.model.optimizer
                 else:
                     self.model.optimizer = self._saved_optimizer
@@ -270,7 +234,7 @@ class CallbackLoop:
                 "epoch has); or pass the dataset: CallbackLoop(data=...) or loop.steps(dataset)."
             )
         iterator = self._epoch_iterator(data)
-        known = None if data is None else _known_batches(data, self._learned_batches)
+        known = None if data is None else _data.known_batches(data, self._learned_batches)
         # Which comes first, on_train_batch_begin or reading the batch, is Keras's: Keras 3 stops
         # before the begin when it knows the data's size; tf_keras / Keras 2 read the batch in
         # the train function, after the begin, unless the size sets the epoch's steps.
@@ -293,7 +257,7 @@ class CallbackLoop:
                 self._batch_size, self._execution = None, wanted
             else:
                 given = batches if k > 1 else batches[0]
-                sizes = [_batch_size(b) for b in batches]
+                sizes = [_data.batch_size(b) for b in batches]
                 self._batch_size = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
                 self._execution = len(batches)
             self._awaiting_end = True
@@ -311,8 +275,8 @@ class CallbackLoop:
         """Up to ``n`` batches (fewer where the data ends: a partial execution)."""
         batches = []
         for _ in range(n):
-            batch = next(iterator, _END)
-            if batch is _END:
+            batch = next(iterator, _data.END)
+            if batch is _data.END:
                 break
             batches.append(batch)
         return batches
@@ -365,14 +329,14 @@ class CallbackLoop:
         self._iterator = None
         if KERAS3:  # warned whenever a begun step found no data, the size never learned
             if began or self.steps_per_epoch is not None:
-                warnings.warn(_RAN_OUT, stacklevel=3)
+                warnings.warn(_data.RAN_OUT, stacklevel=3)
             return
         if self.steps_per_epoch is None:
             self._learned_batches = self._step  # tf_keras: the size the first epoch found
             return
         self._insufficient_data = True  # tf_keras: training stops after this epoch
         total = (self.epochs_total - self.initial_epoch) * self.steps_per_epoch
-        tf.get_logger().warning(_RAN_OUT_TF_KERAS.format(total))
+        tf.get_logger().warning(_data.RAN_OUT_TF_KERAS.format(total))
 
     def _epoch_iterator(self, data: Iterable[Any] | None) -> Iterator[Any] | None:
         if data is None:
@@ -402,7 +366,7 @@ class CallbackLoop:
             if self.validation_steps is not None and step >= self.validation_steps:
                 break
             self.callbacks.on_test_batch_begin(step)
-            logs = self._val_logs.add(self.validation_step(batch), _batch_size(batch))
+            logs = self._val_logs.add(self.validation_step(batch), _data.batch_size(batch))
             self.callbacks.on_test_batch_end(step, dict(logs))
         logs = self._val_logs.result() if logs else {}
         self.callbacks.on_test_end(dict(logs))

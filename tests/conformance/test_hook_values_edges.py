@@ -43,8 +43,15 @@ def _native_steps(increments, checkpoint_dir):
         gs = T.get_or_create_global_step()
         inc = tf.compat.v1.placeholder(tf.int64, [])
         w = tf.compat.v1.get_variable("w", initializer=np.float32(1.0))
-        read = tf.identity(gs)
-        with tf.control_dependencies([read]):
+        # The increment waits for every read a hook's fetch maps to: TF's cached global-step
+        # read and the variable's own read (what fetching the variable runs). Ordered after an
+        # identity only, a fetch of the variable raced the increment (CI on tfkeras once saw
+        # the new value, 3, at the first run: the oracle flaked, not the bridge).
+        from hookbridge import _tfcompat
+
+        graph = tf.compat.v1.get_default_graph()
+        reads = [_tfcompat.global_step_read_tensor(graph), graph.as_graph_element(gs)]
+        with tf.control_dependencies(reads):
             train = gs.assign_add(inc)
         recorder = StepRecorder()
         saver = T.CheckpointSaverHook(checkpoint_dir, save_steps=1000)

@@ -46,6 +46,21 @@ def data():
     return make_data()
 
 
+def step_reads(gs):
+    """Every read a hook's fetch of the global step ``gs`` maps to, for a native oracle's train
+    op to wait for: Estimator's cached read tensor (what the built-in hooks fetch) and the
+    variable's own graph element (what fetching the variable, or ``gs.read_value()``'s sibling,
+    runs). TF1 leaves their order against the increment to the scheduler: ordered after only one
+    of them, a fetch of the other raced the increment, and native runs in CI fetched the new value
+    (tfkeras once saw 3 at the first run; keras3 once saw (1, 1) for (0, 1)): the oracle flaked,
+    not the bridge. Every native oracle that increments the step orders it after these.
+    """
+    from hookbridge import _tfcompat
+
+    graph = gs.graph
+    return [_tfcompat.global_step_read_tensor(graph), graph.as_graph_element(gs)]
+
+
 def run_native(make_hooks, steps: int, loss_values=None):
     """Runs hooks in a native TF1 MonitoredSession whose train op increments the global step.
 
@@ -61,15 +76,7 @@ def run_native(make_hooks, steps: int, loss_values=None):
         )
         loss = tf.identity(loss_in, name="loss")
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
-        # The train op runs after every read of the global step, so a fetch of the step in the
-        # same run is deterministically the stale value: Estimator's read tensor (what the
-        # built-in hooks fetch) and the variable's own read (what a fetch of the variable maps
-        # to; TF1 leaves its order against the increment to the scheduler, and a native run
-        # once fetched the new value, as the hookbridge.testing runners already rule out).
-        from hookbridge import _tfcompat
-
-        deps = [_tfcompat.global_step_read_tensor(graph), graph.as_graph_element(gs), loss]
-        with tf.control_dependencies(deps):
+        with tf.control_dependencies([*step_reads(gs), loss]):
             train_op = tf.compat.v1.assign_add(gs, 1)
         hooks = make_hooks() if callable(make_hooks) else make_hooks
         runs = 0

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import step_reads
 
 import hookbridge
 
@@ -119,7 +120,7 @@ def worker_graph(scope):
         tf.identity(value, name="loss")
         inc = tf.compat.v1.placeholder_with_default(np.int64(1), [], name="inc")
         w = tf.compat.v1.Variable(tf.zeros([2]), name="w")
-        with tf.control_dependencies([g.as_graph_element(gs)]):
+        with tf.control_dependencies(step_reads(gs)):
             train = tf.group(tf.compat.v1.assign_add(w, tf.ones([2])), gs.assign_add(inc))
     return g, {"gs": gs, "value": value, "inc": inc, "train": train, "loss": scope + "/loss"}
 

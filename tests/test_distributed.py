@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import make_model
+from conftest import make_model, step_reads
 from distributed.multiworker_hooks import (
     EPOCHS,
     NAN_STEP,
@@ -159,7 +159,7 @@ def _native_stop(make_hooks, nan_step: int | None = None) -> tuple[int, str | No
         pre = _tfcompat.global_step_read_tensor(graph)
         bad = tf.equal(pre, nan_step - 1) if nan_step else tf.constant(False)
         loss = tf.where(bad, np.float32(np.nan), np.float32(1.0), name="loss")
-        with tf.control_dependencies([pre, loss]):
+        with tf.control_dependencies([*step_reads(step), loss]):
             train_op = tf.compat.v1.assign_add(step, 1)
 
         class Fresh(tf.compat.v1.train.SessionRunHook):  # first: sees every run that ran
@@ -365,9 +365,8 @@ def _native_chief_hooks(model_dir: Path, losses: list[float]) -> None:
     graph = tf.Graph()
     with graph.as_default():
         step = tf.compat.v1.train.get_or_create_global_step()
-        pre = _tfcompat.global_step_read_tensor(graph)
         loss = tf.compat.v1.placeholder_with_default(np.float32(0.0), [], name="loss")
-        with tf.control_dependencies([pre, loss]):
+        with tf.control_dependencies([*step_reads(step), loss]):
             train_op = tf.compat.v1.assign_add(step, 1)
         with tf.compat.v1.train.MonitoredSession(hooks=chief_only_hooks(str(model_dir))()) as sess:
             for value in losses:

@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import KERAS3, make_data
+from conftest import KERAS3, make_data, step_reads
 
 import hookbridge
 from hookbridge._hook_callback.keras_access import require_tensorflow_backend
@@ -59,7 +59,7 @@ def _native(hooks, accumulation, runs):
         gs = train.get_or_create_global_step()
         tf.Variable(np.zeros((4, 1), np.float32), name="kernel")  # something to checkpoint
         inc = tf.compat.v1.placeholder(tf.int64, [])
-        with tf.control_dependencies([gs.read_value()]):
+        with tf.control_dependencies(step_reads(gs)):
             train_op = tf.compat.v1.assign_add(gs, inc)
         made = 0
         with train.MonitoredSession(hooks=hooks) as sess:

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import make_data, make_model
+from conftest import make_data, make_model, step_reads
 
 import hookbridge
 from hookbridge._hook_callback.session import UnsupportedSessionMethodError
@@ -30,7 +30,7 @@ def native(make_hooks, steps):
         gs = train.get_or_create_global_step()
         loss = tf.compat.v1.placeholder_with_default(np.float32(0.5), [], name="loss")
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
-        with tf.control_dependencies([gs.read_value()]):
+        with tf.control_dependencies(step_reads(gs)):
             train_op = tf.compat.v1.assign_add(gs, 1)
         hooks = make_hooks()
         with train.MonitoredSession(hooks=hooks) as sess:

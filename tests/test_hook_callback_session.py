@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import KERAS3, make_data, make_model
+from conftest import KERAS3, make_data, make_model, step_reads
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import hookbridge
@@ -62,7 +62,7 @@ def native_run(make_hooks, increments, *, between=None, scaffold=None, checkpoin
     with graph.as_default():
         gs = train.get_or_create_global_step()
         inc = tf.compat.v1.placeholder(tf.int64, [])
-        with tf.control_dependencies([_tfcompat.global_step_read_tensor(graph)]):
+        with tf.control_dependencies(step_reads(gs)):
             train_op = tf.compat.v1.assign_add(gs, inc)
         value = tf.compat.v1.placeholder(tf.int64, [])
         assign = tf.compat.v1.assign(gs, value)

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import step_reads
 
 import hookbridge
 
@@ -67,7 +68,7 @@ def bridged_run(
         logs = {n: tf.identity(p, name=n) for n, p in feeds.items()}
         w = tf.compat.v1.get_variable("w", initializer=tf.zeros([3, 1]))
         lr = tf.compat.v1.get_variable("lr", initializer=0.1, trainable=False)
-        with tf.control_dependencies([gs.read_value()]):
+        with tf.control_dependencies(step_reads(gs)):
             train = tf.group(tf.compat.v1.assign_add(w, tf.ones([3, 1])), gs.assign_add(1))
         extra = build({"gs": gs, "w": w, "lr": lr}) if build else {}
         hook = hookbridge.CallbackHook(

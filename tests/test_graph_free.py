@@ -14,7 +14,7 @@ import inspect
 
 import pytest
 import tensorflow as tf
-from conftest import make_data, make_model
+from conftest import make_data, make_model, step_reads
 
 import hookbridge
 from hookbridge._callback_hook.dispatch import needs_eager
@@ -201,7 +201,8 @@ def _nan_graph():
         gs = train.get_or_create_global_step()
         value = tf.compat.v1.placeholder(tf.float32, [], name="value")
         tf.identity(value, name="loss")
-        step = tf.compat.v1.assign_add(gs, 1)
+        with tf.control_dependencies(step_reads(gs)):
+            step = tf.compat.v1.assign_add(gs, 1)
     return g, value, step
 
 

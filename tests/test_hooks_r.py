@@ -6,8 +6,8 @@ import csv
 
 import pytest
 import tensorflow as tf
+from conftest import step_reads
 
-from hookbridge import _tfcompat
 from hookbridge.hooks import HistorySaverHook, ProgressBarHook
 
 
@@ -20,7 +20,7 @@ def train(hooks_fn, steps, increment=1):
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, per_example)
         # The step increments after the run's reads of the global step, so a fetch of it in the
         # same run is the stale value (in a model_fn that orders nothing, TF races the two).
-        with tf.control_dependencies([per_example, _tfcompat.global_step_read_tensor(g)]):
+        with tf.control_dependencies([per_example, *step_reads(gs)]):
             train_op = tf.compat.v1.assign_add(gs, increment)
         hooks = hooks_fn()
         with tf.compat.v1.train.MonitoredSession(

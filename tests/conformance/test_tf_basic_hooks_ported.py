@@ -22,13 +22,12 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import make_data, make_model
+from conftest import make_data, make_model, step_reads
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorflow.python.platform import tf_logging
 from tensorflow.python.training import basic_session_run_hooks
 
 import hookbridge
-from hookbridge import _tfcompat
 
 from .test_tf_hooks_ported import (
     MockCheckpointSaverListener,
@@ -79,9 +78,7 @@ def bridged(hooks, runs, before=_nothing, model=None, scaffold=None, extra=()):
 
 def _increment_graph(increment):
     gs = train.get_or_create_global_step()
-    with tf.control_dependencies(
-        [_tfcompat.global_step_read_tensor(tf.compat.v1.get_default_graph())]
-    ):
+    with tf.control_dependencies(step_reads(gs)):  # TF's read, and the variable's own
         return gs, tf.compat.v1.assign_add(gs, increment)
 
 

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import KERAS3, make_data, make_model
+from conftest import KERAS3, make_data, make_model, step_reads
 
 import hookbridge
 from hookbridge import _tfcompat
@@ -70,9 +70,7 @@ class MockCheckpointSaverListener(train.CheckpointSaverListener):
 def native_graph():
     """TF's setUp: a global step and ``_increment_global_step(1)`` as the train op."""
     gs = train.get_or_create_global_step()
-    with tf.control_dependencies(
-        [_tfcompat.global_step_read_tensor(tf.compat.v1.get_default_graph())]
-    ):
+    with tf.control_dependencies(step_reads(gs)):  # TF's read, and the variable's own
         return gs, tf.compat.v1.assign_add(gs, 1)
 
 

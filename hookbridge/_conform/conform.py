@@ -20,6 +20,7 @@ from hookbridge._conform.runners import (
     SessionGraph,
     callback_hook,
     drive_fit,
+    drive_loop,
     drive_session,
 )
 from hookbridge._conform.scenarios import EXACT_LOSSES, _Run
@@ -187,6 +188,7 @@ def assert_hook_conforms(
     steps: int,
     steps_per_epoch: int | None = None,
     losses: Sequence[float] | None = None,
+    loop: bool = False,
 ) -> Conformance:
     """Checks that a hook sees the same calls under ``HookCallback`` as in ``MonitoredSession``.
 
@@ -203,6 +205,8 @@ def assert_hook_conforms(
         steps: steps to run (fewer if the hook stops): a multiple of ``steps_per_epoch``.
         steps_per_epoch: Keras batches per epoch; default ``steps`` (one epoch).
         losses: the batch loss of each step of an epoch; default from ``EXACT_LOSSES``.
+        loop: run ``HookCallback`` in a ``CallbackLoop`` custom training loop (a
+            ``GradientTape`` step on the same batches) instead of ``fit``.
 
     Returns:
         Conformance: both (equal) traces, for further assertions.
@@ -214,8 +218,11 @@ def assert_hook_conforms(
         >>> assert_hook_conforms(
         ...     lambda: tf.compat.v1.train.StopAtStepHook(last_step=3), steps=5)
     """
-    traces = hook_traces(make_hook, steps=steps, steps_per_epoch=steps_per_epoch, losses=losses)
-    return _compare(traces.native, traces.bridged, "The hook", "HookCallback")
+    traces = hook_traces(
+        make_hook, steps=steps, steps_per_epoch=steps_per_epoch, losses=losses, loop=loop
+    )
+    bridge = "HookCallback in a CallbackLoop" if loop else "HookCallback"
+    return _compare(traces.native, traces.bridged, "The hook", bridge)
 
 
 def hook_traces(
@@ -224,6 +231,7 @@ def hook_traces(
     steps: int,
     steps_per_epoch: int | None = None,
     losses: Sequence[float] | None = None,
+    loop: bool = False,
 ) -> Conformance:
     """The two traces :func:`assert_hook_conforms` compares, without asserting (same arguments).
 
@@ -244,8 +252,9 @@ def hook_traces(
     bridged: Trace = []
     bridged_errors: list[BaseException] = []
     bridge = HookCallback(lambda: hooks(bridged))
+    drive = drive_loop if loop else drive_fit
     try:
-        drive_fit([bridge], run, bridged, errors=bridged_errors)
+        drive([bridge], run, bridged, errors=bridged_errors)
     finally:
         bridge.close()
     return Conformance(native, bridged, *(_last(native_errors), _last(bridged_errors)))
@@ -261,6 +270,7 @@ def assert_callback_conforms(
     steps: int,
     steps_per_epoch: int | None = None,
     losses: Sequence[float] | None = None,
+    loop: bool = False,
     **callback_hook_kwargs: Any,
 ) -> Conformance:
     """Checks that a callback sees the same calls under ``CallbackHook`` as in Keras ``fit``.
@@ -277,7 +287,10 @@ def assert_callback_conforms(
         steps: steps to run: a multiple of ``steps_per_epoch``.
         steps_per_epoch: batches per epoch; default ``steps``.
         losses: the batch loss of each step of an epoch; default from ``EXACT_LOSSES``.
-        **callback_hook_kwargs: passed to ``CallbackHook`` (e.g. ``validation_fn``).
+        loop: run the callback in a ``CallbackLoop`` custom training loop (a ``GradientTape``
+            step on the same batches) instead of ``CallbackHook`` in a ``MonitoredSession``.
+        **callback_hook_kwargs: passed to ``CallbackHook`` (e.g. ``validation_fn``); not with
+            ``loop=True``.
 
     Returns:
         Conformance: both (equal) traces.
@@ -290,9 +303,11 @@ def assert_callback_conforms(
         steps=steps,
         steps_per_epoch=steps_per_epoch,
         losses=losses,
+        loop=loop,
         **callback_hook_kwargs,
     )
-    return _compare(traces.native, traces.bridged, "The callback", "CallbackHook")
+    bridge = "CallbackLoop" if loop else "CallbackHook"
+    return _compare(traces.native, traces.bridged, "The callback", bridge)
 
 
 def callback_traces(
@@ -301,14 +316,21 @@ def callback_traces(
     steps: int,
     steps_per_epoch: int | None = None,
     losses: Sequence[float] | None = None,
+    loop: bool = False,
     **callback_hook_kwargs: Any,
 ) -> Conformance:
     """The two traces :func:`assert_callback_conforms` compares, without asserting.
 
     Raises:
-        ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs.
+        ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs,
+            or ``CallbackHook`` arguments were given with ``loop=True``.
     """
     run = _run_shape(steps, steps_per_epoch, losses)
+    if loop and callback_hook_kwargs:
+        raise ValueError(
+            f"callback_traces(loop=True) runs no CallbackHook: drop {sorted(callback_hook_kwargs)}"
+            " (they configure CallbackHook), or pass loop=False."
+        )
 
     def callbacks(trace: Trace) -> list[Any]:
         made = _as_list(make_callback())
@@ -321,6 +343,9 @@ def callback_traces(
     drive_fit(callbacks(native), run, native, errors=native_errors)
     bridged: Trace = []
     bridged_errors: list[BaseException] = []
+    if loop:
+        drive_loop(callbacks(bridged), run, bridged, errors=bridged_errors)
+        return Conformance(native, bridged, _last(native_errors), _last(bridged_errors))
     # Built before the session's graph, as a user builds them (inside a graph, tf_keras returns
     # its graph-mode classes, which CallbackHook refuses).
     made = callbacks(bridged)

@@ -57,6 +57,15 @@ def keras_model() -> Any:
     return _MODEL[0]
 
 
+def _release_model_after(callbacks: list[Any]) -> None:
+    """Drops the shared model after a run whose callbacks leave it unusable for another ``fit``:
+    tf_keras's ``BackupAndRestore`` deletes the model's training state in ``on_train_end``, so a
+    second ``fit`` of that model fails natively too (``AttributeError``); the next run builds a
+    fresh model instead of inheriting that."""
+    if any(isinstance(c, keras.callbacks.BackupAndRestore) for c in callbacks):
+        _MODEL.clear()
+
+
 def _outcome(trace: Trace, error: BaseException | None) -> Trace:
     trace.append(("runner", "outcome", "ok" if error is None else type(error).__name__))
     return trace
@@ -175,6 +184,7 @@ def drive_fit(
 ) -> Trace:
     """Runs Keras ``fit`` on the shared model with ``callbacks`` over ``run``'s steps (the
     exception that ended it, if any, is appended to ``errors``)."""
+    callbacks = list(callbacks)
     model = keras_model()
     model.optimizer.iterations.assign(0)
     error: BaseException | None = None
@@ -191,7 +201,7 @@ def drive_fit(
                 epochs=run.epochs,
                 shuffle=False,
                 verbose=0,
-                callbacks=list(callbacks),
+                callbacks=callbacks,
             )
         else:
             n = run.end_of_input
@@ -203,11 +213,12 @@ def drive_fit(
                         np.array([[math.sqrt(run.loss(i))]], "float32"),
                     )
 
-            model.fit(batches(), epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks))
+            model.fit(batches(), epochs=1, shuffle=False, verbose=0, callbacks=callbacks)
     except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
         if errors is not None:
             errors.append(e)
+    _release_model_after(callbacks)
     return _outcome(trace, error)
 
 
@@ -230,12 +241,20 @@ def run_hook_callback(scenario: HookScenario, **callback_kwargs: Any) -> Trace:
 
 
 # ------------------------------------------------------------------------------ custom loop
-def drive_loop(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
+def drive_loop(
+    callbacks: Iterable[Any],
+    run: _Run,
+    trace: Trace,
+    *,
+    errors: list[BaseException] | None = None,
+) -> Trace:
     """Runs ``run``'s steps in a custom training loop (``CallbackLoop``) on the shared model:
     the batches :func:`drive_fit` feeds, a ``GradientTape`` step computing the same loss; the
-    oracle is :func:`drive_fit` itself (``docs/custom-loops.md``)."""
+    oracle is :func:`drive_fit` itself (``docs/custom-loops.md``). The exception that ended it,
+    if any, is appended to ``errors``."""
     from hookbridge import CallbackLoop
 
+    callbacks = list(callbacks)
     model = keras_model()
     model.optimizer.iterations.assign(0)
 
@@ -256,13 +275,16 @@ def drive_loop(callbacks: Iterable[Any], run: _Run, trace: Trace) -> Trace:
         data, epochs = (batch(i) for i in range(run.end_of_input)), 1
     error: BaseException | None = None
     try:
-        loop = CallbackLoop(model, list(callbacks), data=data, epochs=epochs)
+        loop = CallbackLoop(model, callbacks, data=data, epochs=epochs)
         with loop:
             for _ in loop.epochs():
                 for x, y in loop.steps():
                     loop.step_end(step(x, y))
     except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
         error = e
+        if errors is not None:
+            errors.append(e)
+    _release_model_after(callbacks)
     return _outcome(trace, error)
 
 

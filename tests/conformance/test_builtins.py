@@ -236,3 +236,28 @@ def test_builtin_callback_conforms(name, request):
     # natively too (KeyError), and the bridge fails the same way.
     expected = "KeyError" if name == "BaseLogger" and not KERAS3 else "ok"
     assert result.native[-1] == ("runner", "outcome", expected)
+
+
+# -- The custom loop as a third runner (issue 27): every built-in scenario above that runs in
+# `fit` runs in a `CallbackLoop` too (a GradientTape step on the same batches), beside the same
+# native run: hooks through HookCallback against MonitoredSession, callbacks against `fit`.
+@pytest.mark.parametrize("name", sorted(n for n in _builtin_hooks() if n not in HOOKS_NOT_RUN))
+def test_builtin_hook_in_a_custom_loop_conforms(name):
+    factory, stops = ESTIMATOR_HOOKS[name] if name in ESTIMATOR_HOOKS else (HOOKS[name], None)
+    result = assert_hook_conforms(factory, steps=6, steps_per_epoch=3, loop=True)
+    assert result.native[-1] == ("runner", "outcome", "ok")
+    if stops is not None:
+        stopped = [e for e in result.native if e[1:2] == ("after_run",) and e[-1] is True]
+        assert bool(stopped) == stops, result.native
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in _builtin_callbacks() if n in CALLBACKS or n in CALLBACKS_UNSUPPORTED)
+)
+def test_builtin_callback_in_a_custom_loop_conforms(name):
+    factory = CALLBACKS.get(name) or CALLBACKS_UNSUPPORTED[name]
+    result = assert_callback_conforms(
+        factory, steps=6, steps_per_epoch=2, losses=(1.0, 4.0), loop=True
+    )
+    expected = "KeyError" if name == "BaseLogger" and not KERAS3 else "ok"
+    assert result.native[-1] == ("runner", "outcome", expected)

@@ -1,10 +1,13 @@
 """CallbackHook's arguments: what ``__init__`` checks before anything runs, each error naming what
-was received and how to fix it (Keras's habit), and the callbacks it refuses (with the reason)."""
+was received and how to fix it (Keras's habit), the callbacks it refuses (with the reason), and
+what ``mode="auto"`` resolves to once ``begin`` sees the graph (:func:`resolve_mode`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+import tensorflow as tf
 
 from hookbridge._callback_hook import dispatch
 
@@ -146,3 +149,21 @@ def check_epochs(epochs: Any) -> None:
         raise ValueError(
             f"CallbackHook: epochs must be a non-negative int or None, received {epochs!r}."
         )
+
+
+def resolve_mode(mode: str, graph: Any, steps_per_epoch: Any, validation_fn: Any) -> str:
+    """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
+    as under ``Estimator.evaluate``), else ``"train"``. Done in ``begin``."""
+    if mode != "auto":
+        return mode
+    if not graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP):
+        return "train"
+    check_no_epochs(
+        "evaluate",
+        steps_per_epoch,
+        validation_fn,
+        None,
+        " (mode='auto' found an evaluation session: the graph has an eval step, as under "
+        "Estimator.evaluate; pass mode='train' to drive the training methods anyway)",
+    )
+    return "evaluate"

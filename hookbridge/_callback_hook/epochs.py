@@ -1,11 +1,13 @@
-"""The epochs CallbackHook synthesizes, as ``fit`` has them: where training resumes, how an epoch
-closes (its means, ``fit``'s validation, ``on_epoch_end``), and the epochs it must not close.
+"""The epochs CallbackHook synthesizes, as ``fit`` has them: ``fit``'s ``params``, where training
+resumes, how an epoch closes (its means, ``fit``'s validation, ``on_epoch_end``), and the epochs
+it must not close.
 
 :class:`Epochs` is a part of :class:`~hookbridge._callback_hook.hook.CallbackHook` (a mixin): it
-reads and writes the hook's epoch state, set in ``begin``: ``_epoch`` (the open or next epoch),
-``_epoch_open``, ``_batch`` / ``_epoch_first_batch`` / ``_resume_batch``, ``_epoch_logs`` (the last
-closed epoch's), ``_last_epoch`` (``epochs`` when training ends after it), and calls the
-callbacks through ``_calls`` (the one dispatcher).
+owns the hook's epoch state, reset in ``begin`` (:meth:`Epochs._reset_epochs`): ``_epoch`` (the
+open or next epoch), ``_epoch_open``, ``_batch`` / ``_epoch_first_batch`` / ``_resume_batch``,
+``_epoch_logs`` (the last closed epoch's); it reads ``_last_epoch`` (``epochs`` when training
+ends after it, from :func:`fit_params`), and calls the callbacks through ``_calls`` (the one
+dispatcher).
 """
 
 from __future__ import annotations
@@ -17,12 +19,44 @@ from typing import Any
 from hookbridge._callback_hook.args import to_float
 
 
+def fit_params(
+    epochs: int | None, steps_per_epoch: int | None, verbose: int
+) -> tuple[int | None, dict[str, Any]]:
+    """``fit``'s ``params`` from CallbackHook's arguments, and the epoch after which training
+    ends (``None``: no end). As ``fit``: with ``steps_per_epoch`` and ``epochs`` both given,
+    training ends after ``epochs``."""
+    last_epoch = epochs if steps_per_epoch is not None and epochs else None
+    if epochs is None:
+        epochs = 1 if steps_per_epoch is None else 0
+    return last_epoch, {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
+
+
 class Epochs:
     """Epoch bookkeeping of CallbackHook (see the module docstring for the state it uses)."""
 
     _calls: Any
     _state: Any
     _sort_logs: bool
+
+    def _reset_epochs(self) -> None:
+        """The epoch state of a new session (``begin``): evaluate / predict have no epochs
+        (their one run of batches is open from the start)."""
+        self._epoch = 0
+        self._batch = 0
+        self._resume_batch = 0
+        self._epoch_open = not self._training  # evaluate / predict: no epochs
+        self._epoch_first_batch = 0
+        self._epoch_logs: dict = {}
+
+    def _begin_training(self, session: Any, coord: Any) -> None:
+        """The first session of a training run: epochs resume from the global step, then
+        ``on_train_begin``."""
+        self._resume_from(session)
+        self._calls.call("on_train_begin", {})
+        if self._finished():
+            # resumed (or joined) after the last epoch: nothing to train, as
+            # fit(initial_epoch=epochs, epochs=epochs) trains no step
+            coord.request_stop()
 
     def _resume_from(self, session: Any) -> None:
         """Continues the epoch count of a restored run: epoch = global step // steps_per_epoch.
@@ -75,6 +109,15 @@ class Epochs:
                 "training after the last epoch, as fit does.",
                 stacklevel=2,
             )
+
+    def _close_last_epoch(self) -> None:
+        """At the end of training: the open epoch closes if it had a step, else it is
+        dropped (:meth:`_drop_empty_epoch`)."""
+        if self._epoch_open:
+            if self._batch > self._epoch_first_batch:
+                self._end_epoch()
+            else:
+                self._drop_empty_epoch()
 
     def _end_epoch(self) -> None:
         if self._sums is not None:

@@ -1,14 +1,14 @@
 """CallbackHook: real Keras callbacks inside TF1 ``MonitoredSession`` / ``Estimator``.
 
-The ``SessionRunHook`` lifecycle is here (``begin`` plans what each run fetches, ``before_run`` /
-``after_run`` drive the batch events, ``end`` closes); the synthesized epochs are in
-:mod:`.epochs`, cluster mode in :mod:`.cluster`, argument checks in :mod:`.args`, and every call
-to a callback goes through the one dispatcher of :mod:`.dispatch`.
+The ``SessionRunHook`` lifecycle is here (``begin`` sets up the session's state, ``before_run`` /
+``after_run`` drive the batch events, ``end`` closes); what each run fetches and how the results
+become logs is in :mod:`.fetches`, the synthesized epochs in :mod:`.epochs`, cluster mode in
+:mod:`.cluster`, argument checks in :mod:`.args`, and every call to a callback goes through the
+one dispatcher of :mod:`.dispatch`.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,27 +17,15 @@ import tensorflow as tf
 from hookbridge._callback_hook import args as checks
 from hookbridge._callback_hook import cluster, dispatch, persist
 from hookbridge._callback_hook.args import EVENT_KIND
-from hookbridge._callback_hook.epochs import Epochs
-from hookbridge._callback_hook.logs import (
-    GraphSums,
-    RunningMeans,
-    check_batch_size,
-    check_reductions,
-    resolve,
-    resolve_batch_size,
-)
+from hookbridge._callback_hook.epochs import Epochs, fit_params
+from hookbridge._callback_hook.fetches import Fetches
+from hookbridge._callback_hook.logs import RunningMeans, check_batch_size, check_reductions, resolve
 from hookbridge._callback_hook.model import GraphState, ModelProxy
 
 SessionRunHook = tf.compat.v1.train.SessionRunHook
-SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 
 
-def _outputs(names: list[str], tensors: list) -> Any:
-    """What predict mode fetches: the lone log tensor, or a dict of them by name."""
-    return tensors[0] if len(tensors) == 1 else dict(zip(names, tensors))
-
-
-class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
+class CallbackHook(Fetches, Epochs, cluster.ClusterEpochs, SessionRunHook):
     """A ``SessionRunHook`` that runs Keras callbacks as Keras ``fit`` would call them.
 
     Each ``MonitoredSession`` (or ``Estimator.train``) is one Keras ``fit``: ``on_train_begin``
@@ -247,11 +235,7 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         # one model for every callback that runs here
         self._model = ModelProxy(self._state, self.active_callbacks)
         checks.check_epochs(epochs)
-        # As fit: with steps_per_epoch and epochs both given, training ends after `epochs`.
-        self._last_epoch = epochs if steps_per_epoch is not None and epochs else None
-        if epochs is None:
-            epochs = 1 if steps_per_epoch is None else 0
-        self.params = {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose}
+        self._last_epoch, self.params = fit_params(epochs, steps_per_epoch, verbose)
         self._fit_params = dict(self.params)
         self._started = False
         self._shared: cluster.SharedRun | None = None
@@ -265,16 +249,13 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         lr = self._state.lr  # a fed placeholder: its value is taken from each run's feed_dict
         self._lr_fed = lr if lr is not None and lr.fed else None
         self._means = RunningMeans(names, self._reductions)
-        self.mode = self._resolve_mode(graph)
+        self.mode = checks.resolve_mode(
+            self._mode_arg, graph, self._steps_per_epoch, self._validation_fn
+        )
         kind = EVENT_KIND[self.mode]
         self._training = kind == "train"
-        self._epoch = 0
-        self._batch = 0
-        self._resume_batch = 0
         self._global_step = tf.compat.v1.train.get_global_step(graph)
-        self._epoch_open = not self._training  # evaluate / predict: no epochs
-        self._epoch_first_batch = 0
-        self._epoch_logs: dict = {}
+        self._reset_epochs()  # epochs.py
         self._started = False
         self._session_model = self._model.for_session()
         calls = self._calls = dispatch.Dispatcher(self.active_callbacks)
@@ -285,74 +266,7 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         calls.select_batch_events(kind)
         self._batch_end = calls.batch_end_listened
         self._batch_logs = self._means.means
-        if kind == "predict":  # batch logs are {"outputs": the fetched values}, as Keras's
-            fetch = bool(self._batch_end and tensors)
-            self._args = SessionRunArgs(_outputs(names, tensors)) if fetch else None
-            self._add = self._keep_outputs if fetch else None
-            self._sums, self._batch_logs, self._last_outputs = None, self._outputs, None
-            return
-        ends = ("on_epoch_end", "on_train_end") if self._training else ("on_test_end",)
-        needs_values = self._batch_end or calls.listens(*ends)
-        self._plan_values(graph, tensors if needs_values else [])
-        if self.is_chief is not None:
-            self._share_with_cluster(graph)
-
-    def _resolve_mode(self, graph: tf.Graph) -> str:
-        """``mode="auto"``: ``"evaluate"`` in an evaluation session (the graph has an eval step,
-        as under ``Estimator.evaluate``), else ``"train"``."""
-        if self._mode_arg != "auto":
-            return self._mode_arg
-        if not graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP):
-            return "train"
-        checks.check_no_epochs(
-            "evaluate",
-            self._steps_per_epoch,
-            self._validation_fn,
-            None,
-            " (mode='auto' found an evaluation session: the graph has an eval step, as under "
-            "Estimator.evaluate; pass mode='train' to drive the training methods anyway)",
-        )
-        return "evaluate"
-
-    def _plan_values(self, graph: tf.Graph, tensors: list) -> None:
-        """How each step's log values reach the sums: ``_args`` (what ``before_run`` asks
-        for), ``_add`` (what ``after_run`` does with the results; ``None``: count the step).
-
-        No tensors (nobody can see logs): nothing fetched. Nobody reads batch logs: the epoch
-        sums are kept in the graph (an op per step instead of a fetch, see logs.py). Otherwise
-        the tensors are fetched, one log (the usual loss) as a lone tensor, the cheapest fetch
-        TF maps. With a batch-size tensor, every value is weighted by it, as Keras does.
-        """
-        weight = resolve_batch_size(graph, self._batch_size) if tensors else None
-        if tensors and weight is None and self._batch_size is None:
-            warnings.warn(
-                "CallbackHook: batch_size= is not given, so every step counts once in the "
-                "epoch means; Keras weights each batch by its sample count, so a smaller (e.g. "
-                "last) batch makes the logs differ from fit's. Pass batch_size=<the input batch "
-                "tensor, or a scalar count tensor>, or batch_size=<int> if every batch has that "
-                "size.",
-                stacklevel=3,
-            )
-        means = self._means
-        self._sums = None
-        # Not in a cluster: there sessions are recovered (a parameter server restarts), and the
-        # sums of the runs before a recovery would be lost with the session that held them.
-        if tensors and not self._batch_end and self.is_chief is None:
-            self._sums = GraphSums.build(graph, tensors, weight, means.kinds)
-        if not tensors:
-            self._args, self._add = None, None
-        elif self._sums is not None:
-            self._args, self._add = SessionRunArgs(self._sums.update_op), None
-        elif means.kinds is not None:  # some log is not a mean (log_reductions=)
-            means.weighted = weight is not None
-            fetches = [*tensors, weight] if weight is not None else list(tensors)
-            self._args, self._add = SessionRunArgs(fetches), means.add_reduced
-        elif weight is not None:
-            self._args, self._add = SessionRunArgs([*tensors, weight]), means.add_weighted
-        elif len(tensors) == 1:
-            self._args, self._add = SessionRunArgs(tensors[0]), means.add_one
-        else:
-            self._args, self._add = SessionRunArgs(tensors), means.add
+        self._plan_fetches(graph, kind, names, tensors)  # fetches.py
 
     def _model_for(self, callback: Any) -> Any:
         """The ``model`` a callback is given (``set_model``): one model for every callback, as
@@ -372,12 +286,7 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         if not self._started:  # not again on session recovery
             self._started = True
             if self._training:
-                self._resume_from(session)
-                self._calls.call("on_train_begin", {})
-                if self._finished():
-                    # resumed (or joined) after the last epoch: nothing to train, as
-                    # fit(initial_epoch=epochs, epochs=epochs) trains no step
-                    coord.request_stop()
+                self._begin_training(session, coord)  # epochs.py
             else:
                 self._calls.call(f"on_{EVENT_KIND[self.mode]}_begin", {})
 
@@ -429,22 +338,12 @@ class CallbackHook(Epochs, cluster.ClusterEpochs, SessionRunHook):
         if not self._training:
             self._end_evaluate_or_predict(session)
             return
-        if self._epoch_open:
-            if self._batch > self._epoch_first_batch:
-                self._end_epoch()
-            else:
-                self._drop_empty_epoch()
+        self._close_last_epoch()  # epochs.py
         self._calls.call("on_train_end", self._epoch_logs)
         # What callbacks wrote at the final step reaches that step's checkpoint (persist.py).
         persist.resave_final_checkpoint(self._state, session)
 
     # -- evaluate / predict -----------------------------------------------------------------------
-    def _keep_outputs(self, results: Any) -> None:
-        self._last_outputs = results
-
-    def _outputs(self) -> dict:
-        return {"outputs": self._last_outputs}
-
     def _end_evaluate_or_predict(self, session: Any) -> None:
         if self.mode == "predict":
             self._calls.call("on_predict_end", {})

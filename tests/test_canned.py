@@ -10,35 +10,29 @@ declared ``b, a, c`` (the Estimator sorts them: ``a, b, c``).
 
 from __future__ import annotations
 
-import shutil
-import warnings
-
 import numpy as np
 import pytest
 import tensorflow as tf
+from estimator_setup import (
+    BATCH,
+    ESTIMATOR_ONLY,
+    dataset_fn,
+    linear_data,
+    run_config,
+    switch_and_back,
+)
 
-try:
-    import tensorflow_estimator  # noqa: F401
-except ImportError:
-    pytest.skip(
-        "TF 2.15 stack only: needs tensorflow-estimator, which has no release for TF >= 2.16",
-        allow_module_level=True,
-    )
+pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
 
 import hookbridge
 
-v1 = tf.compat.v1
-RNG = np.random.default_rng(2)
-X = RNG.normal(size=(64, 3)).astype("float32")
+X, SCORE = linear_data(seed=2)
 FEATURES = {"b": X[:, :1], "a": X[:, 1:2], "c": X[:, 2:]}
-SCORE = X @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3
 LABELS = {
     "binary": (SCORE > 0).astype("int64"),
     "classes": np.digitize(SCORE, [-1.0, 1.0]).astype("int64"),
     "regression": SCORE.astype("float32"),
 }
-BATCH = 16
-STEPS_PER_EPOCH = len(X) // BATCH
 CONFIG = {"save_checkpoints_steps": 4, "save_summary_steps": 100, "log_step_count_steps": 100}
 
 
@@ -79,42 +73,9 @@ CANNED = {
 }
 
 
-class LossRecorder(v1.train.SessionRunHook):
-    """Each step's batch loss: the input of the Estimator's ``loss`` summary, or, under
-    HookCallback, the bridge's ``loss`` tensor."""
-
-    def __init__(self):
-        self.losses = []
-
-    def begin(self):
-        graph = v1.get_default_graph()
-        summaries = [
-            s for s in graph.get_collection(v1.GraphKeys.SUMMARIES) if s.op.name == "loss"
-        ]
-        self._loss = summaries[0].op.inputs[1] if summaries else graph.get_tensor_by_name("loss:0")
-
-    def before_run(self, run_context):
-        return v1.train.SessionRunArgs(self._loss)
-
-    def after_run(self, run_context, run_values):
-        self.losses.append(float(run_values.results))
-
-
 def estimator(which, model_dir):
     make, _ = CANNED[which]
-    config = tf.estimator.RunConfig(model_dir=str(model_dir), tf_random_seed=0, **CONFIG)
-    return make(config=config)
-
-
-def train(which, model_dir, max_steps):
-    labels = LABELS[CANNED[which][1]]
-    recorder = LossRecorder()
-    estimator(which, model_dir).train(
-        lambda: tf.data.Dataset.from_tensor_slices((FEATURES, labels)).batch(BATCH).repeat(),
-        hooks=[recorder],
-        max_steps=max_steps,
-    )
-    return recorder.losses
+    return make(config=run_config(model_dir, CONFIG))
 
 
 def logits(which, model_dir):
@@ -124,58 +85,27 @@ def logits(which, model_dir):
     return np.stack([p["logits"] if "logits" in p else p["predictions"] for p in predictions])
 
 
-def keras_fit(which, model, first_step, last_step, hooks):
-    recorder = LossRecorder()
-    model.fit(
-        FEATURES,
-        LABELS[CANNED[which][1]],
-        batch_size=BATCH,
-        shuffle=False,
-        initial_epoch=first_step // STEPS_PER_EPOCH,
-        epochs=last_step // STEPS_PER_EPOCH,
-        verbose=0,
-        callbacks=[hookbridge.HookCallback(lambda: [recorder, *hooks()])],
-    )
-    return recorder.losses
-
-
 @pytest.fixture(scope="module", params=list(CANNED))
 def runs(request, tmp_path_factory):
+    """The Estimator -> its Keras twin -> Estimator round trip (estimator_setup.switch_and_back),
+    with what each predicts at the switch."""
     which = request.param
-    root = tmp_path_factory.mktemp(which.replace(" ", "_"))
-    bridged, native, back = root / "bridged", root / "native", root / "back"
-    train(which, bridged, 8)
-    shutil.copytree(bridged, native)
-    at_switch = logits(which, bridged)
-    native_losses = train(which, native, 16)
-    twin = hookbridge.keras_twin(estimator(which, bridged))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        step = hookbridge.restore_checkpoint(twin, bridged, "auto")
-    twin_at_switch = twin.predict(FEATURES, verbose=0)
-    bridged_losses = keras_fit(
-        which, twin, 8, 16, lambda: hookbridge.estimator_hooks(bridged, model=twin, **CONFIG)
+    labels = LABELS[CANNED[which][1]]
+    return switch_and_back(
+        tmp_path_factory.mktemp(which.replace(" ", "_")),
+        lambda model_dir: estimator(which, model_dir),
+        dataset_fn(FEATURES, labels),
+        lambda model_dir: hookbridge.keras_twin(estimator(which, model_dir)),
+        FEATURES,
+        labels,
+        CONFIG,
+        estimator_predict=lambda model_dir: logits(which, model_dir),
+        keras_predict=lambda twin: twin.predict(FEATURES, verbose=0),
     )
-    shutil.copytree(bridged / "estimator-backup", root / "rollback")
-    rollback_losses = train(which, root / "rollback", 16)
-    shutil.copytree(bridged, back)
-    back_losses = train(which, back, 24)
-    keras_losses = keras_fit(which, twin, 16, 24, lambda: [])
-    return {
-        "which": which,
-        "step": step,
-        "warnings": [str(w.message) for w in caught if "restore_checkpoint" in str(w.message)],
-        "at_switch": (at_switch, twin_at_switch),
-        "native": native_losses,
-        "bridged": bridged_losses,
-        "back": back_losses,
-        "keras": keras_losses,
-        "rollback": rollback_losses,
-    }
 
 
 def test_the_twin_predicts_the_estimators_logits_at_the_switch(runs):
-    assert runs["step"] == 8 and runs["warnings"] == []
+    assert runs["step"] == 8 and runs["restore_warnings"] == []
     native, twin = runs["at_switch"]
     np.testing.assert_allclose(twin, native.reshape(twin.shape), rtol=1e-5, atol=1e-6)
 

@@ -19,14 +19,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from estimator_setup import (
+    BATCH,
+    ESTIMATOR_ONLY,
+    dataset_fn,
+    dnn_model_fn,
+    keras_dnn,
+    linear_data,
+    run_config,
+)
 
-try:
-    import tensorflow_estimator  # noqa: F401
-except ImportError:
-    pytest.skip(
-        "TF 2.15 stack only: needs tensorflow-estimator, which has no release for TF >= 2.16",
-        allow_module_level=True,
-    )
+pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -34,40 +37,21 @@ import hookbridge
 
 v1 = tf.compat.v1
 keras = tf.keras
-RNG = np.random.default_rng(0)
-X = RNG.normal(size=(64, 3)).astype("float32")
-Y = (X @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3).astype("float32")
-BATCH, LR = 16, 0.05
+X, Y = linear_data(seed=0)
+LR = 0.05
 CONFIG = {
     "save_checkpoints_steps": 4,
     "save_summary_steps": 2,
     "log_step_count_steps": 2,
     "keep_checkpoint_max": 3,
 }
-
-
-def model_fn(features, labels, mode):
-    h = features
-    for scope, units, act in (("dnn/hiddenlayer_0", 8, tf.nn.relu), ("dnn/logits", 1, None)):
-        with v1.variable_scope(scope):
-            kernel = v1.get_variable("kernel", [h.shape[-1], units])
-            bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
-        h = tf.matmul(h, kernel) + bias
-        h = act(h) if act else h
-    if mode == tf.estimator.ModeKeys.PREDICT:
-        return tf.estimator.EstimatorSpec(mode, predictions=h)
-    loss = v1.losses.mean_squared_error(labels, h)
-    train_op = v1.train.GradientDescentOptimizer(LR).minimize(loss, v1.train.get_global_step())
-    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
-
-def input_fn():
-    return tf.data.Dataset.from_tensor_slices((X, Y)).batch(BATCH).repeat()
+input_fn = dataset_fn(X, Y)
 
 
 def estimator(model_dir):
-    config = tf.estimator.RunConfig(model_dir=str(model_dir), tf_random_seed=0, **CONFIG)
-    return tf.estimator.Estimator(model_fn, config=config)
+    """Plain SGD: both continuations compute the same steps."""
+    model_fn = dnn_model_fn(lambda: v1.train.GradientDescentOptimizer(LR))
+    return tf.estimator.Estimator(model_fn, config=run_config(model_dir, CONFIG))
 
 
 def predict(est):
@@ -107,10 +91,7 @@ def runs(tmp_path_factory):
     estimator(native).train(input_fn, max_steps=16)  # native: the Estimator continues
     native_final = predict(estimator(native))
 
-    model = keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
-    )
-    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    model = keras_dnn(keras.optimizers.SGD(LR))
     step = hookbridge.restore_checkpoint(model, bridged, "auto")
     keras_at_switch = model.predict(X, verbose=0)
     callback = hookbridge.HookCallback(

@@ -11,30 +11,24 @@ in memory, and their batch losses are compared again.
 
 from __future__ import annotations
 
-import shutil
-import warnings
-
 import numpy as np
 import pytest
 import tensorflow as tf
+from estimator_setup import (
+    ESTIMATOR_ONLY,
+    dataset_fn,
+    dnn_model_fn,
+    keras_dnn,
+    linear_data,
+    run_config,
+    switch_and_back,
+)
 
-try:
-    import tensorflow_estimator  # noqa: F401
-except ImportError:
-    pytest.skip(
-        "TF 2.15 stack only: needs tensorflow-estimator, which has no release for TF >= 2.16",
-        allow_module_level=True,
-    )
-
-import hookbridge
+pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
 
 v1 = tf.compat.v1
 keras = tf.keras
-RNG = np.random.default_rng(1)
-X = RNG.normal(size=(64, 3)).astype("float32")
-Y = (X @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3).astype("float32")
-BATCH = 16
-STEPS_PER_EPOCH = len(X) // BATCH
+X, Y = linear_data(seed=1)
 CONFIG = {
     "save_checkpoints_steps": 2,
     "save_summary_steps": 100,
@@ -63,109 +57,22 @@ OPTIMIZERS = {
 }
 
 
-class LossRecorder(v1.train.SessionRunHook):
-    """Each step's batch loss: the Estimator's (the input of its ``loss`` summary) or, under
-    HookCallback, the bridge's ``loss`` tensor."""
-
-    def __init__(self):
-        self.losses = []
-
-    def begin(self):
-        graph = v1.get_default_graph()
-        summaries = [
-            s for s in graph.get_collection(v1.GraphKeys.SUMMARIES) if s.op.name == "loss"
-        ]
-        self._loss = summaries[0].op.inputs[1] if summaries else graph.get_tensor_by_name("loss:0")
-
-    def before_run(self, run_context):
-        return v1.train.SessionRunArgs(self._loss)
-
-    def after_run(self, run_context, run_values):
-        self.losses.append(float(run_values.results))
-
-
-def make_model_fn(which):
-    def model_fn(features, labels, mode):
-        h = features
-        for scope, units, act in (("dnn/hiddenlayer_0", 8, tf.nn.relu), ("dnn/logits", 1, None)):
-            with v1.variable_scope(scope):
-                kernel = v1.get_variable("kernel", [h.shape[-1], units])
-                bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
-            h = tf.matmul(h, kernel) + bias
-            h = act(h) if act else h
-        loss = v1.losses.mean_squared_error(labels, h)
-        train_op = OPTIMIZERS[which][0]().minimize(loss, v1.train.get_global_step())
-        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
-    return model_fn
-
-
-def input_fn():
-    return tf.data.Dataset.from_tensor_slices((X, Y)).batch(BATCH).repeat()
-
-
-def estimator(which, model_dir):
-    config = tf.estimator.RunConfig(model_dir=str(model_dir), tf_random_seed=0, **CONFIG)
-    return tf.estimator.Estimator(make_model_fn(which), config=config)
-
-
-def train(which, model_dir, max_steps):
-    recorder = LossRecorder()
-    estimator(which, model_dir).train(input_fn, hooks=[recorder], max_steps=max_steps)
-    return recorder.losses
-
-
-def keras_fit(model, first_step, last_step, hooks):
-    recorder = LossRecorder()
-    model.fit(
+def run(which, root):
+    """The Estimator (a custom model_fn with ``which`` optimizer) -> Keras -> Estimator round
+    trip (estimator_setup.switch_and_back)."""
+    r = switch_and_back(
+        root,
+        lambda model_dir: tf.estimator.Estimator(
+            dnn_model_fn(OPTIMIZERS[which][0]), config=run_config(model_dir, CONFIG)
+        ),
+        dataset_fn(X, Y),
+        lambda model_dir: keras_dnn(OPTIMIZERS[which][1]()),
         X,
         Y,
-        batch_size=BATCH,
-        shuffle=False,
-        initial_epoch=first_step // STEPS_PER_EPOCH,
-        epochs=last_step // STEPS_PER_EPOCH,
-        verbose=0,
-        callbacks=[hookbridge.HookCallback(lambda: [recorder, *hooks()])],
+        CONFIG,
     )
-    return recorder.losses
-
-
-def run(which, root):
-    bridged, native, back = root / "bridged", root / "native", root / "back"
-    train(which, bridged, 8)  # the TF1 job, preempted at step 8
-    shutil.copytree(bridged, native)
-    native_losses = train(which, native, 16)
-
-    model = keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
-    )
-    model.compile(optimizer=OPTIMIZERS[which][1](), loss="mse")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        step = hookbridge.restore_checkpoint(model, bridged, "auto")
-    assert step == 8
-    restore_warnings = [str(w.message) for w in caught if "restore_checkpoint" in str(w.message)]
-    bridged_losses = keras_fit(
-        model, 8, 16, lambda: hookbridge.estimator_hooks(bridged, model=model, **CONFIG)
-    )
-    # Rolling back: the Estimator's step-8 checkpoint was kept out of keep_checkpoint_max's reach.
-    rollback = root / "rollback"
-    shutil.copytree(bridged / "estimator-backup", rollback)
-    rollback_losses = train(which, rollback, 16)
-    # The way back: the Estimator continues from Keras's step-16 checkpoint, Keras goes on.
-    shutil.copytree(bridged, back)
-    back_losses = train(which, back, 24)
-    keras_losses = keras_fit(model, 16, 24, lambda: [])
-    return {
-        "native": native_losses,
-        "bridged": bridged_losses,
-        "back": back_losses,
-        "keras": keras_losses,
-        "restore_warnings": restore_warnings,
-        "rollback": rollback_losses,
-        "backup": sorted(p.name for p in (bridged / "estimator-backup").iterdir()),
-        "back_dir": back,
-    }
+    assert r["step"] == 8
+    return r
 
 
 @pytest.fixture(scope="module", params=sorted(OPTIMIZERS))

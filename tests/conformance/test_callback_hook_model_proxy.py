@@ -33,6 +33,15 @@ X = (np.arange(24, dtype="float32").reshape(8, 3) % 5) / 5.0
 Y = (np.arange(8) % 2).reshape(8, 1).astype("float32")
 SCORES = [3.0, 1.0, 2.0, 2.5, 2.6]  # EarlyStopping(patience=1): best epoch 1, stop after epoch 2
 BEST = 1
+#: The graph's model variables, in the order of the native model.weights (BatchNorm, Dense).
+MODEL_VARIABLES = [
+    "bn/gamma",
+    "bn/beta",
+    "bn/moving_mean",
+    "bn/moving_variance",
+    "dense/kernel",
+    "dense/bias",
+]
 
 
 class Score(keras.callbacks.Callback):
@@ -70,10 +79,16 @@ def _assert_same(a, b):
 
 
 # -- native fit ------------------------------------------------------------------------------------
-def native_bn_model():
-    keras.utils.set_random_seed(0)
+def native_bn_model(seed=0, named=False):
+    """BatchNorm then Dense(1), Adam(0.1), MSE; ``named``: the layers named as the graph's
+    scopes (``bn``, ``dense``), so weight files and summary tags name the same weights."""
+    keras.utils.set_random_seed(seed)
     model = keras.Sequential(
-        [keras.Input((3,)), keras.layers.BatchNormalization(), keras.layers.Dense(1)]
+        [
+            keras.Input((3,)),
+            keras.layers.BatchNormalization(name="bn" if named else None),
+            keras.layers.Dense(1, name="dense" if named else None),
+        ]
     )
     model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
     return model
@@ -123,9 +138,12 @@ def build_bn_graph():
     }
 
 
-def run_bridged(callbacks, *, scores=SCORES, checkpoint_dir=None, save_steps=STEPS, **hook_kw):
+def run_bridged(
+    callbacks, *, scores=SCORES, checkpoint_dir=None, save_steps=STEPS, scaffold=None, **hook_kw
+):
     """``len(scores)`` epochs of STEPS runs (fewer if a callback stops) in a
-    MonitoredTrainingSession (checkpoints every epoch into ``checkpoint_dir``)."""
+    MonitoredTrainingSession (checkpoints every epoch into ``checkpoint_dir``; ``scaffold()``,
+    built in the graph, its Scaffold)."""
     graph = tf.Graph()
     with graph.as_default():
         t = build_bn_graph()
@@ -135,6 +153,7 @@ def run_bridged(callbacks, *, scores=SCORES, checkpoint_dir=None, save_steps=STE
         )
         with v1.train.MonitoredTrainingSession(
             checkpoint_dir=checkpoint_dir,
+            scaffold=scaffold() if scaffold else None,
             save_checkpoint_steps=save_steps if checkpoint_dir else None,
             save_checkpoint_secs=None,
             save_summaries_steps=None,
@@ -173,14 +192,7 @@ def test_weights_are_the_model_variables_as_keras_model_weights():
 
     run_bridged([Probe()], scores=[1.0], learning_rate="lr")
     assert seen["shapes"] == [tuple(w.shape) for w in native.weights] == seen["values"]
-    assert seen["weights"] == [
-        "bn/gamma",
-        "bn/beta",
-        "bn/moving_mean",
-        "bn/moving_variance",
-        "dense/kernel",
-        "dense/bias",
-    ]
+    assert seen["weights"] == MODEL_VARIABLES
     assert len(seen["trainable"]) == len(native.trainable_weights) == 4
     assert len(seen["non_trainable"]) == len(native.non_trainable_weights) == 2
     assert seen["count"] == native.count_params() == 16
@@ -215,15 +227,7 @@ def test_restore_best_weights_restores_the_moving_statistics_and_checkpoint_as_n
     assert not np.allclose(rec.epochs[BEST][2], rec.epochs[-1][2])
     reader = tf.train.load_checkpoint(ckpt)
     assert tf.train.latest_checkpoint(ckpt).endswith(f"-{steps}")
-    names = [
-        "bn/gamma",
-        "bn/beta",
-        "bn/moving_mean",
-        "bn/moving_variance",
-        "dense/kernel",
-        "dense/bias",
-    ]
-    _assert_same([reader.get_tensor(n) for n in names], rec.epochs[BEST])
+    _assert_same([reader.get_tensor(n) for n in MODEL_VARIABLES], rec.epochs[BEST])
 
 
 def test_explicit_trainable_variables_leave_the_moving_statistics_as_before():
@@ -330,16 +334,6 @@ def test_estimator_final_checkpoint_has_the_restored_best_weights(tmp_path):
 
 
 # -- item 3: model.load_weights ---------------------------------------------------------------------
-MODEL_VARIABLES = [
-    "bn/gamma",
-    "bn/beta",
-    "bn/moving_mean",
-    "bn/moving_variance",
-    "dense/kernel",
-    "dense/bias",
-]
-
-
 @pytest.mark.skipif(KERAS3, reason="Keras 3's ModelCheckpoint has no load_weights_on_restart")
 @pytest.mark.parametrize("name", ["ckpt/weights", "w.h5", "w-{epoch:02d}.h5"])
 def test_load_weights_on_restart_as_native(tmp_path, name):
@@ -355,11 +349,7 @@ def test_load_weights_on_restart_as_native(tmp_path, name):
 
     first, second = Weights(), Weights()
     native_fit([checkpoint("native"), first], epochs=2)
-    keras.utils.set_random_seed(1)
-    other = keras.Sequential(
-        [keras.Input((3,)), keras.layers.BatchNormalization(), keras.layers.Dense(1)]
-    )
-    other.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    other = native_bn_model(seed=1)
     initial = [np.array(w) for w in other.get_weights()]
     native_fit([checkpoint("native"), second], epochs=1, model=other)
     _assert_same(second.begin, first.epochs[-1])
@@ -397,15 +387,7 @@ def test_load_weights_of_a_native_weights_file(tmp_path):
     Keras 2's HDF5 layout names each weight (``bn/gamma:0``) and loads into the graph's
     variables of those names; Keras 3's ``.weights.h5`` numbers them (``vars/0``): a
     ValueError naming what is missing, as Keras refuses a file of another model."""
-    keras.utils.set_random_seed(2)
-    model = keras.Sequential(
-        [
-            keras.Input((3,)),
-            keras.layers.BatchNormalization(name="bn"),
-            keras.layers.Dense(1, name="dense"),
-        ]
-    )
-    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    model = native_bn_model(seed=2, named=True)
     model.fit(X, Y, batch_size=4, epochs=1, verbose=0)
     path = str(tmp_path / ("native.weights.h5" if KERAS3 else "native.h5"))
     model.save_weights(path)
@@ -497,15 +479,7 @@ def test_weight_histograms_and_images_of_every_model_variable_as_native(tmp_path
     every layer and an image per 1-D / 2-D weight that squeezes to one, each epoch; under
     CallbackHook the same tags for the graph's variables (layers named as the graph's scopes
     natively, so the tags match; Keras 3's carry the model's name first, left out here)."""
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [
-            keras.Input((3,)),
-            keras.layers.BatchNormalization(name="bn"),
-            keras.layers.Dense(1, name="dense"),
-        ]
-    )
-    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    model = native_bn_model(named=True)
     logdirs = {side: str(tmp_path / side) for side in ("native", "bridged")}
 
     def board(side):
@@ -604,35 +578,12 @@ def test_a_saver_outside_the_savers_collection_keeps_the_state_before_on_train_e
     rec, final = Weights(), Weights()
     stop = keras.callbacks.EarlyStopping("score", patience=1, mode="min", restore_best_weights=True)
     ckpt = str(tmp_path / "mts")
-    graph = tf.Graph()
-    with graph.as_default():
-        t = build_bn_graph()
-        hook = hookbridge.CallbackHook(
-            [rec, stop, final],
-            logs={"score": t["score"]},
-            steps_per_epoch=STEPS,
-            epochs=len(SCORES),
-            batch_size=4,
-            learning_rate="lr",
-        )
-        scaffold = v1.train.Scaffold(saver=v1.train.Saver())
-        with v1.train.MonitoredTrainingSession(
-            checkpoint_dir=ckpt,
-            scaffold=scaffold,
-            save_checkpoint_steps=STEPS,
-            save_checkpoint_secs=None,
-            save_summaries_steps=None,
-            save_summaries_secs=None,
-            log_step_count_steps=None,
-            hooks=[hook],
-        ) as sess:
-            step = 0
-            while not sess.should_stop():
-                i = step % STEPS
-                feed = {t["x"]: X[4 * i : 4 * i + 4], t["y"]: Y[4 * i : 4 * i + 4]}
-                feed[t["score_in"]] = SCORES[step // STEPS]
-                sess.run(t["train"], feed)
-                step += 1
+    run_bridged(
+        [rec, stop, final],
+        checkpoint_dir=ckpt,
+        learning_rate="lr",
+        scaffold=lambda: v1.train.Scaffold(saver=v1.train.Saver()),
+    )
     _assert_same(final.end, rec.epochs[BEST])
     reader = tf.train.load_checkpoint(ckpt)
     _assert_same([reader.get_tensor(n) for n in MODEL_VARIABLES], rec.epochs[-1])

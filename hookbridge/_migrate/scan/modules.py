@@ -29,6 +29,9 @@ IMPORTED_ROOTS: Final = frozenset(
     {"tensorflow", "keras", "tf_keras", "tensorflow_estimator", "hookbridge"}
 )
 
+#: Calls that turn TF's eager execution off (graph-mode tf.keras ``fit`` in the TF1 modules).
+EAGER_OFF: Final = frozenset({"disable_eager_execution", "disable_v2_behavior"})
+
 #: Components that make a dotted name worth keeping for the spelling check.
 _SPELLING_PARTS: Final = ("estimator", "contrib")
 
@@ -120,8 +123,8 @@ class ModuleInfo:
     call_assignments: list[tuple[str, ast.Call]] = dataclasses.field(default_factory=list)
     #: True when the module turns TF's eager execution off (graph-mode tf.keras).
     graph_mode: bool = False
-    #: Every scanned module by dotted name (shared; set by the scan once all are parsed).
-    project: dict[str, ModuleInfo] = dataclasses.field(default_factory=dict, repr=False)
+    #: Every scanned module by dotted name (shared; set by the scan once all are read).
+    project: Project = dataclasses.field(default_factory=lambda: Project(), repr=False)
 
     def qualify(self, node: ast.AST) -> str | None:
         """The dotted, import-resolved name of a ``Name``/``Attribute`` chain, else None.
@@ -207,10 +210,40 @@ def module_name(rel: Path) -> str:
     return ".".join(parts)
 
 
-def parse(path: Path, rel: Path) -> ModuleInfo:
-    """Parses one file and walks it once (raises SyntaxError/ValueError when it cannot be
-    parsed)."""
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+class Project:
+    """Every scanned module by dotted name (a later file of the same name wins).
+
+    A file the scan did not need to read (:mod:`hookbridge._migrate.scan.prefilter`) is parsed
+    and walked the first time it is asked for: a module read takes a constant from it.
+    """
+
+    def __init__(self) -> None:
+        self._modules: dict[str, ModuleInfo | tuple[Path, Path, bytes]] = {}
+
+    def add(self, info: ModuleInfo) -> None:
+        self._modules[info.module] = info
+        info.project = self
+
+    def add_unread(self, path: Path, rel: Path, source: bytes) -> None:
+        self._modules[module_name(rel)] = (path, rel, source)
+
+    def get(self, name: str) -> ModuleInfo | None:
+        found = self._modules.get(name)
+        if found is None or isinstance(found, ModuleInfo):
+            return found
+        try:
+            info = parse(*found)
+        except (SyntaxError, ValueError):
+            self._modules.pop(name)
+            return None
+        self.add(info)
+        return info
+
+
+def parse(path: Path, rel: Path, source: bytes | None = None) -> ModuleInfo:
+    """Parses one file (``source``: its bytes, else read) and walks it once (raises
+    SyntaxError/ValueError when it cannot be parsed)."""
+    tree = ast.parse(path.read_bytes() if source is None else source, filename=str(path))
     info = ModuleInfo(path=rel.as_posix(), module=module_name(rel), tree=tree)
     _Walker(info, is_package=rel.name == "__init__.py").walk()
     for cls in info.classes.values():
@@ -246,7 +279,7 @@ class _Walker:
                 if kind is ast.Call:
                     calls.append(Call(node, scopes))
                     func = node.func
-                    if func.__class__ is ast.Attribute and func.attr in _EAGER_OFF:
+                    if func.__class__ is ast.Attribute and func.attr in EAGER_OFF:
                         info.graph_mode = True
                 elif kind is ast.Attribute:
                     # tf.estimator.X / tf.contrib.tpu.X (the outermost of such a chain)
@@ -366,8 +399,6 @@ class _Walker:
             info.imports.append((node.lineno, full))
             bind(alias.asname or alias.name, full)
 
-
-_EAGER_OFF: Final = frozenset({"disable_eager_execution", "disable_v2_behavior"})
 
 
 def dotted(node: ast.AST) -> str | None:

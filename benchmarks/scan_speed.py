@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH wins
     from hookbridge._migrate.scan import scan
-    from hookbridge._migrate.scan.modules import discover
+    from hookbridge._migrate.scan.project import discover
 
     with tempfile.TemporaryDirectory(prefix="hookbridge-scan-speed-") as tmp:
         root = Path(args.path) if args.path else generate(Path(tmp), args.files)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hookbridge import cli
-from hookbridge._migrate.scan import catalog, findings, scan
+from hookbridge._migrate.scan import catalog, findings, scan, spellings
 from hookbridge._migrate.scan.report import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -527,7 +527,7 @@ def test_the_tf_compat_v1_train_replacements_exist():
     # What the scan tells users to write must import on current TensorFlow.
     import tensorflow as tf
 
-    missing = [n for n in catalog.V1_TRAIN_NAMES if not hasattr(tf.compat.v1.train, n)]
+    missing = [n for n in spellings.V1_TRAIN_NAMES if not hasattr(tf.compat.v1.train, n)]
     assert missing == []
     assert not hasattr(tf, "estimator") or tf.__version__ < "2.16"
 

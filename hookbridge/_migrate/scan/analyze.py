@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from hookbridge._migrate.scan import catalog, tensors
+from hookbridge._migrate.scan import catalog, spellings, tensors
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import (
     Classes,
@@ -252,7 +252,7 @@ class ModuleScan(EntryPoints):
         if not is_hook:
             return False
         bridged = catalog.builtin_status("hook", last)
-        gone = catalog.removed(qualified)
+        gone = spellings.removed(qualified)
         if gone is not None:
             spelling, replacement = gone
             self.hook_lines.add(node.lineno)
@@ -297,37 +297,8 @@ class ModuleScan(EntryPoints):
 
     # -------------------------------------------------------------------------- spellings
     def _spellings(self) -> None:
-        """One row per removed spelling per file (first line; every line in the detail)."""
-        aliases = self.m.aliases
-        lines: dict[str, list[int]] = {}
-        replacements: dict[str, str] = {}
-        shown: dict[str, str] = {}
-        found = [(line, name, None) for line, name in self.m.imports]
-        for line, raw in self.m.dotted:
-            root, _, rest = raw.partition(".")
-            found.append((line, f"{aliases.get(root, root)}.{rest}", raw))
-        for line, qualified, raw in found:
-            gone = catalog.removed(qualified)
-            if gone is None or line in self.hook_lines:
-                continue
-            spelling, replacement = gone
-            at = lines.setdefault(spelling, [])
-            if line not in at:
-                at.append(line)
-            replacements[spelling] = replacement
-            if raw is not None and spelling not in shown:  # as written: tf.estimator.ModeKeys
-                cut = qualified.count(".") - spelling.count(".")
-                shown[spelling] = ".".join(raw.split(".")[: raw.count(".") + 1 - cut])
-        for spelling, at in lines.items():
-            at.sort()
-            uses = f" ({len(at)} uses: lines {', '.join(map(str, at))})" if len(at) > 1 else ""
-            why, _, what = replacements[spelling].partition(": ")
-            self._add(
-                _Line(at[0]),
-                f.SPELLING,
-                shown.get(spelling) or display(spelling),
-                catalog.Bridged(f.REMOVED_API, f"{why}{uses}", what),
-            )
+        for line, name, bridged in spellings.rows(self.m, self.hook_lines):
+            self._add(_Line(line), f.SPELLING, name, bridged)
 
     # -------------------------------------------------------------------------- tensors
     def _tensor_arguments(self, call: Call, last: str) -> None:

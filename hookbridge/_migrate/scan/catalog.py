@@ -197,69 +197,6 @@ BOOSTED_TREES_REASON: Final = (
     "model): the bridge cannot carry them; TensorFlow Decision Forests is their successor"
 )
 
-#: TensorFlow spellings that no longer import, by qualified prefix: (since, what removed them).
-REMOVED_PREFIXES: Final = {
-    "tensorflow.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
-    "tensorflow.compat.v1.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
-    "tensorflow.compat.v2.estimator.": ("TF 2.16", "tf.estimator was removed in TF 2.16"),
-    "tensorflow_estimator.": ("TF 2.16", "tensorflow-estimator stops at 2.15"),
-    "tensorflow.contrib.": ("TF 2.0", "tf.contrib was removed in TF 2.0"),
-}
-#: Names tf.compat.v1.train has under the same name (tests/test_scan.py checks each exists).
-V1_TRAIN_NAMES: Final = frozenset(
-    {
-        "SessionRunHook",
-        "SessionRunArgs",
-        "SessionRunContext",
-        "SessionRunValues",
-        "CheckpointSaverHook",
-        "CheckpointSaverListener",
-        "FeedFnHook",
-        "FinalOpsHook",
-        "GlobalStepWaiterHook",
-        "LoggingTensorHook",
-        "NanLossDuringTrainingError",
-        "NanTensorHook",
-        "ProfilerHook",
-        "SecondOrStepTimer",
-        "StepCounterHook",
-        "StopAtStepHook",
-        "SummarySaverHook",
-        "Scaffold",
-    }
-)
-
-
-def removed(qualified: str | None) -> tuple[str, str] | None:
-    """``(spelling, replacement)`` when ``qualified`` no longer imports on current TensorFlow.
-
-    The spelling is the qualified name cut after the removed module's public name
-    (``tensorflow.estimator.ModeKeys``; ``tensorflow.estimator.experimental.stop_if_...``).
-    """
-    if not qualified:
-        return None
-    for prefix, (since, why) in REMOVED_PREFIXES.items():
-        if not qualified.startswith(prefix):
-            continue
-        rest = qualified[len(prefix) :].split(".")
-        keep = 2 if rest[0] in ("experimental", "tpu", "export", "inputs", "training") else 1
-        spelling = prefix + ".".join(rest[:keep])
-        name = rest[keep - 1] if len(rest) >= keep else rest[-1]
-        if name in V1_TRAIN_NAMES:
-            return spelling, f"{why}: spell it tf.compat.v1.train.{name}"
-        if prefix == "tensorflow.contrib." and rest[0] == "tpu" and len(rest) > 1:
-            return spelling, (
-                f"{why}: tf.compat.v1.estimator.tpu.{rest[1]} on TF <= 2.15 (with "
-                "tensorflow-estimator); on TF >= 2.16 migrate it to Keras fit"
-            )
-        if since == "TF 2.0":
-            return spelling, f"{why}: it does not import on any TF 2; replace it first"
-        return spelling, (
-            f"{why}: it imports only on TF <= 2.15 with tensorflow-estimator; on TF >= 2.16 "
-            "migrate it to Keras (see the entry points)"
-        )
-    return None
-
 #: Methods whose string argument names a tensor, an op or a collection of the default graph.
 BY_NAME_METHODS: Final = frozenset(
     {"get_tensor_by_name", "get_operation_by_name", "as_graph_element"}

@@ -13,16 +13,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import fnmatch
-import os
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, NamedTuple
-
-#: Folders never scanned: hidden ones, caches, virtual environments and build output.
-SKIPPED_DIRS: Final = frozenset(
-    {"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"}
-)
+from typing import Final, NamedTuple, Protocol
 
 #: Roots of module paths an assignment may alias (``v1 = tf.compat.v1``).
 IMPORTED_ROOTS: Final = frozenset(
@@ -92,6 +84,12 @@ class Call(NamedTuple):
     scopes: tuple[ast.AST, ...]
 
 
+class Modules(Protocol):
+    """Modules by dotted name (:class:`hookbridge._migrate.scan.project.Project`)."""
+
+    def get(self, name: str, /) -> ModuleInfo | None: ...
+
+
 @dataclasses.dataclass
 class ModuleInfo:
     """One parsed file, and what its one walk collected."""
@@ -124,7 +122,7 @@ class ModuleInfo:
     #: True when the module turns TF's eager execution off (graph-mode tf.keras).
     graph_mode: bool = False
     #: Every scanned module by dotted name (shared; set by the scan once all are read).
-    project: Project = dataclasses.field(default_factory=lambda: Project(), repr=False)
+    project: Modules = dataclasses.field(default_factory=dict, repr=False)
 
     def qualify(self, node: ast.AST) -> str | None:
         """The dotted, import-resolved name of a ``Name``/``Attribute`` chain, else None.
@@ -171,73 +169,12 @@ def _is_parameter(scope: ast.AST, name: str) -> bool:
     return any(a is not None and a.arg == name for a in every)
 
 
-def discover(root: Path, exclude: Iterable[str] = ()) -> list[Path]:
-    """Every ``.py`` file under ``root`` (or ``root`` itself), sorted.
-
-    Skips SKIPPED_DIRS, hidden folders, and what an ``exclude`` glob matches: a folder or file
-    whose path relative to ``root`` (POSIX separators) or whose name matches (``tests``,
-    ``third_party``, ``*/testdata/*``, ``*_test.py``).
-    """
-    if root.is_file():
-        return [root]
-    patterns = tuple(exclude)
-
-    def excluded(rel: str, name: str) -> bool:
-        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
-
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder).relative_to(root).as_posix()
-        prefix = "" if here == "." else here + "/"
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".") and d not in SKIPPED_DIRS and not excluded(prefix + d, d)
-        )
-        found += [
-            Path(folder, name)
-            for name in sorted(files)
-            if name.endswith(".py") and not excluded(prefix + name, name)
-        ]
-    return found
-
-
 def module_name(rel: Path) -> str:
     """``trainer/hooks.py`` -> ``trainer.hooks``; ``trainer/__init__.py`` -> ``trainer``."""
     parts = list(rel.with_suffix("").parts)
     if parts and parts[-1] == "__init__" and len(parts) > 1:
         parts = parts[:-1]
     return ".".join(parts)
-
-
-class Project:
-    """Every scanned module by dotted name (a later file of the same name wins).
-
-    A file the scan did not need to read (:mod:`hookbridge._migrate.scan.prefilter`) is parsed
-    and walked the first time it is asked for: a module read takes a constant from it.
-    """
-
-    def __init__(self) -> None:
-        self._modules: dict[str, ModuleInfo | tuple[Path, Path, bytes]] = {}
-
-    def add(self, info: ModuleInfo) -> None:
-        self._modules[info.module] = info
-        info.project = self
-
-    def add_unread(self, path: Path, rel: Path, source: bytes) -> None:
-        self._modules[module_name(rel)] = (path, rel, source)
-
-    def get(self, name: str) -> ModuleInfo | None:
-        found = self._modules.get(name)
-        if found is None or isinstance(found, ModuleInfo):
-            return found
-        try:
-            info = parse(*found)
-        except (SyntaxError, ValueError):
-            self._modules.pop(name)
-            return None
-        self.add(info)
-        return info
 
 
 def parse(path: Path, rel: Path, source: bytes | None = None) -> ModuleInfo:

@@ -26,7 +26,7 @@ _NAN_ONLY: frozenset[type] = frozenset({tf.compat.v1.train.NanTensorHook})
 EXACT = 1 << 16
 _FIRST_KEY_BIT = 17
 
-_NONE: Mapping[str, float] = {}  # no exact values this step (never written)
+_NONE: Mapping[str, float] = {}  # no exact values / no counts read (never written)
 
 #: How a log key's batch value is found (:class:`MetricKinds` tells them apart).
 MEAN = "mean"  # a metric with ``total`` and ``count``: derived from its own count
@@ -100,13 +100,11 @@ class BatchValues:
         "_needs",
         "_prev",
         "_prev_seen",
-        "_prev_zero",
         "_quiet",
         "_quiet_next",
         "_seen",
         "_updates",
         "_warned",
-        "_zero",
         "means",
     )
 
@@ -128,9 +126,7 @@ class BatchValues:
         """A new epoch: Keras's metrics (values and counts) start again from zero."""
         self._seen: dict[str, float] = {}  # counts after the last step (keys read)
         self._prev_seen: dict[str, float] = {}  # ... and before it
-        self._zero = True  # every count is 0 (no step yet this epoch)
-        self._prev_zero = True
-        self._updates = 0
+        self._updates = 0  # steps this epoch (0: every count is 0)
         self.means: Mapping[str, float] = {}  # Keras's logs: the values over the epoch so far
         self._prev: Mapping[str, float] = {}
         self._exact: Mapping[str, float] = _NONE
@@ -171,7 +167,7 @@ class BatchValues:
             self._quiet_next = demand
             return
         self._quiet_next = 0
-        if self._zero or self._metrics is None:  # counts before the epoch's first step: 0
+        if not self._updates or self._metrics is None:  # before the epoch's first step: 0
             return
         bits = demand >> _FIRST_KEY_BIT
         keys = self._by_bits.get(bits)
@@ -188,8 +184,14 @@ class BatchValues:
         """Records ``logs`` after a Keras step; values are derived on demand (:meth:`batch`), so a
         step where no hook fetches one costs no arithmetic and no read. ``exact``: the batch's
         own values where the driver has them (a custom loop, ``hookbridge/_exact.py``)."""
-        self._prev_seen, self._prev_zero, self._prev = self._seen, self._zero, self.means
-        self._seen, self._zero, self.means = {}, False, logs
+        # Run after every Keras step, nothing allocated unless a count was read (a shared empty
+        # mapping stands for "no count read" before the step).
+        seen = self._seen
+        if seen:
+            self._prev_seen, self._seen = seen, {}
+        else:
+            self._prev_seen = _NONE
+        self._prev, self.means = self.means, logs
         self._exact = exact or _NONE
         self._updates += 1
         self._quiet, self._quiet_next = self._quiet_next, 0
@@ -198,7 +200,7 @@ class BatchValues:
         """Reads every logged metric's count not read yet: Keras is about to reset them (the
         validation inside ``fit``), and a hook may still fetch the last batch's values in
         ``end()``. Once per epoch, only when ``fit`` validates."""
-        if self._zero or self._metrics is None:
+        if not self._updates or self._metrics is None:
             return
         for key in self.means:
             if key not in self._seen and key in self._log_keys and self._kind(key) is MEAN:
@@ -219,7 +221,7 @@ class BatchValues:
         if kind is not MEAN:
             self._warn_kind(key, kind)
             return float(mean)
-        if self._prev_zero:  # the epoch's first step: the value over the epoch is the batch's
+        if self._updates <= 1:  # the epoch's first step: the value over the epoch is the batch's
             return float(mean)
         prev_mean = self._prev.get(key, 0.0)
         if not math.isfinite(prev_mean):

@@ -14,7 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from hookbridge import _merge, _tfcompat
-from hookbridge._hook_callback.batch_values import BatchValues, combine
+from hookbridge._hook_callback.batch_values import EXACT, BatchValues
 from hookbridge._hook_callback.fetch import describes_a_run, is_leaf_fetch
 from hookbridge._hook_callback.graph import SideGraph
 from hookbridge._hook_callback.resolver import Resolver
@@ -24,7 +24,8 @@ SessionRunArgs = tf.compat.v1.train.SessionRunArgs
 RunOptions = tf.compat.v1.RunOptions
 RunMetadata = tf.compat.v1.RunMetadata
 
-#: Fresh ``RunOptions`` / ``RunMetadata`` pairs are made (and released) this many at a time:
+#: Fresh ``RunOptions`` / ``RunMetadata`` pairs (and the ``SessionRunValues`` of a step where
+#: nobody fetched anything, holding them) are made (and released) this many at a time:
 #: ``MonitoredSession`` gives every run a new pair, and making and freeing one pair right after a
 #: Keras step, when protobuf's code is out of the CPU caches, costs ≈ 4 µs (measured inside fit);
 #: in batches of 64 it costs under 1 µs per step.
@@ -62,6 +63,7 @@ class MergedStep:
         )
         self.pending: list = []  # the hooks that fetched something this step
         self._pending_plans: list = []  # their FetchPlans, in the same order
+        self._all_held = True  # whether each of those is a lone tensor the bridge holds
         # per before-hook: (fetches, FetchPlan, what it asks of the batch values)
         self._last_plans: list[tuple[Any, Any, int]] = [(None, None, 0)] * len(
             self.before_hooks
@@ -69,22 +71,20 @@ class MergedStep:
         self.demand = 0  # what this step's fetches ask of the batch values (BatchValues.demand)
         self.feeds: dict = {}
         self.options: Any = None  # the merged RunOptions, if a hook asked for any
-        self._protos: list = []  # (RunOptions, RunMetadata) pairs, one per step's run ...
+        self._fresh: list = []  # SessionRunValues of fresh protos, one per step's run ...
         self._next_proto = 0  # ... of which this is the next fresh one
         self._valid_feeds: set = set()
 
-    def reset(self) -> None:
-        """Forgets the last step's requests."""
+    def ask(self, context: Any) -> None:
+        """Every ``before_run``: the step's fetch plans, feeds and options (the last step's
+        are forgotten first)."""
         if self.pending:
             self.pending.clear()
             self._pending_plans.clear()
-            self.demand = 0
+            self._all_held = True
         if self.feeds:
             self.feeds = {}
         self.options = None
-
-    def ask(self, context: Any) -> None:
-        """Every ``before_run``: the step's fetch plans, feeds and options."""
         last, demand = self._last_plans, 0
         for i, hook in enumerate(self.before_hooks):
             request = hook.before_run(context)
@@ -108,7 +108,9 @@ class MergedStep:
                     last[i] = (fetches, plan, need) if is_leaf_fetch(fetches) else (None, None, 0)
                 self.pending.append(hook)
                 self._pending_plans.append(plan)
-                demand = combine(demand, need)
+                if plan.single is None:
+                    self._all_held = False
+                demand = demand | need if need >= EXACT else demand + need  # combine(), inlined
             if feed_dict:
                 self._check_feeds(hook, feed_dict)
                 _merge.merge_feeds(self.feeds, feed_dict)
@@ -118,29 +120,51 @@ class MergedStep:
                 _merge.merge_run_options(self.options, options)
         self.demand = demand
 
-    def tell(self, context: Any) -> None:
+    def held_results(self) -> list | None:
+        """The results of the step's fetches, when every one is a lone tensor the bridge holds
+        and nothing is fed (the usual step: a loss, the global step): no run is needed, and
+        ``BridgeRun.after`` reads them with the step's bookkeeping, under one acquisition of the
+        lock. None otherwise (:meth:`tell` runs them)."""
+        if not self.pending or not self._all_held or self.feeds or self.options is not None:
+            return None
+        held, results = self.resolver.held, []
+        for plan in self._pending_plans:  # a loop, not a comprehension: no frame of its own
+            results.append(held(plan.single, plan.elements[0], True))
+        return results
+
+    def tell(self, context: Any, results: list | None = None) -> None:
         """The merged run of the step's fetches (one run of every hook's fetches; the global
-        step fetched in it is the stale value), then every ``after_run`` with its results."""
+        step fetched in it is the stale value), then every ``after_run`` with its results.
+        ``results``: those of :meth:`held_results`, if it had them."""
         after_hooks, pending = self.after_hooks, self.pending
         i = self._next_proto
-        if i == len(self._protos):  # the used ones are released here, all at once
-            self._protos = [(RunOptions(), RunMetadata()) for _ in range(_PROTO_BATCH)]
+        if i == len(self._fresh):  # the used ones are released here, all at once
+            self._fresh = [
+                _run_values((None, RunOptions(), RunMetadata())) for _ in range(_PROTO_BATCH)
+            ]
             i = 0
-        options, run_metadata = self._protos[i]
+        fresh = self._fresh[i]  # SessionRunValues(None, a fresh RunOptions, a fresh RunMetadata)
         self._next_proto = i + 1
-        options = self.options or options
         if not pending:  # nobody fetched: one (immutable) value for every hook
-            if self.options is not None and describes_a_run(self.options):
-                with self.resolver.lock:
-                    self.resolver.run_plans([], self.feeds, self.options, run_metadata, stale=True)
-            values = _run_values((None, options, run_metadata))
+            if self.options is not None:
+                _, _, run_metadata = fresh
+                if describes_a_run(self.options):
+                    with self.resolver.lock:
+                        self.resolver.run_plans(
+                            [], self.feeds, self.options, run_metadata, stale=True
+                        )
+                fresh = _run_values((None, self.options, run_metadata))
             for hook in after_hooks:
-                hook.after_run(context, values)
+                hook.after_run(context, fresh)
             return
-        with self.resolver.lock:  # a hook's thread may be running (resolver.py)
-            results = self.resolver.run_plans(
-                self._pending_plans, self.feeds, self.options, run_metadata, stale=True
-            )
+        _, options, run_metadata = fresh
+        if self.options is not None:
+            options = self.options
+        if results is None:
+            with self.resolver.lock:  # a hook's thread may be running (resolver.py)
+                results = self.resolver.run_plans(
+                    self._pending_plans, self.feeds, self.options, run_metadata, stale=True
+                )
         if self._same_hooks and len(pending) == len(after_hooks):
             # the hooks that fetched are the after_run hooks, in order: no mapping per step
             for hook, result in zip(after_hooks, results):

@@ -75,6 +75,7 @@ class BridgeRun:
         self.coord: Coordinator | None = None
         self.stop_requested = False
         self.warned_keys: set = set()
+        self.keys_checked = 0  # len(warned_keys), kept as an int: read after every step
         self.begin_batch = 0
         self.step: MergedStep = MergedStep([], side, self.resolver, self.batch_values)
         self._before_scope: Any = self.scope
@@ -241,8 +242,9 @@ class BridgeRun:
                 self.batch_values.update(logs, exact)
             # the fetches answered from what the bridge holds, under the same acquisition
             held = step.held_results() if step.pending else None
-        if mode != "predict" and len(self.warned_keys) < len(logs):
+        if len(logs) > self.keys_checked and mode != "predict":  # a key not seen before
             warn_unknown_keys(self.side, logs, self.warned_keys)
+            self.keys_checked = len(self.warned_keys)
         if step.pending or step.after_hooks:
             while True:
                 try:

@@ -64,10 +64,12 @@ class MergedStep:
         self.pending: list = []  # the hooks that fetched something this step
         self._pending_plans: list = []  # their FetchPlans, in the same order
         self._all_held = True  # whether each of those is a lone tensor the bridge holds
-        # per before-hook: (fetches, FetchPlan, what it asks of the batch values)
-        self._last_plans: list[tuple[Any, Any, int]] = [(None, None, 0)] * len(
-            self.before_hooks
-        )
+        # each before-hook with what it fetched last: [fetches, FetchPlan, what it asks of the
+        # batch values (BatchValues.demand)]
+        self._asking: list[tuple[SessionRunHook, list]] = [
+            (h, [None, None, 0]) for h in self.before_hooks
+        ]
+        self._requested = False  # whether a hook returned SessionRunArgs this step
         self.demand = 0  # what this step's fetches ask of the batch values (BatchValues.demand)
         self.feeds: dict = {}
         self.options: Any = None  # the merged RunOptions, if a hook asked for any
@@ -78,18 +80,22 @@ class MergedStep:
     def ask(self, context: Any) -> None:
         """Every ``before_run``: the step's fetch plans, feeds and options (the last step's
         are forgotten first)."""
-        if self.pending:
+        if self._requested:  # one flag: a step where every before_run returned None reads
+            # nothing else of the last step (benchmarks/percall.py)
+            self._requested = False
             self.pending.clear()
             self._pending_plans.clear()
             self._all_held = True
-        if self.feeds:
-            self.feeds = {}
-        self.options = None
-        last, demand = self._last_plans, 0
-        for i, hook in enumerate(self.before_hooks):
+            self.demand = 0
+            if self.feeds:
+                self.feeds = {}
+            self.options = None
+        demand = 0
+        for hook, last in self._asking:
             request = hook.before_run(context)
             if request is None:
                 continue
+            self._requested = True
             if not isinstance(request, SessionRunArgs):
                 raise TypeError(
                     f"{type(hook).__name__}.before_run returned {request!r} of type "
@@ -101,11 +107,11 @@ class MergedStep:
                 # Most hooks fetch the same tensor object every step: its plan is the one
                 # this hook used last time, with no lookup. (A container is planned by its
                 # contents every time: the hook may have changed it.)
-                source, plan, need = last[i]
+                source, plan, need = last
                 if fetches is not source:
                     plan = self.resolver.plan(fetches)
                     need = self.batch_values.demand(hook, plan)
-                    last[i] = (fetches, plan, need) if is_leaf_fetch(fetches) else (None, None, 0)
+                    last[:] = (fetches, plan, need) if is_leaf_fetch(fetches) else (None, None, 0)
                 self.pending.append(hook)
                 self._pending_plans.append(plan)
                 if plan.single is None:
@@ -118,7 +124,8 @@ class MergedStep:
                 if self.options is None:
                     self.options = RunOptions()
                 _merge.merge_run_options(self.options, options)
-        self.demand = demand
+        if demand:
+            self.demand = demand
 
     def held_results(self) -> list | None:
         """The results of the step's fetches, when every one is a lone tensor the bridge holds

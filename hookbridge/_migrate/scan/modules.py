@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import operator
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol
 
@@ -32,20 +33,47 @@ _NOT_NODES: Final = frozenset(
     {"ctx", "op", "ops", "id", "attr", "name", "arg", "module", "level", "asname", "names"}
     | {"kind", "type_comment", "is_async", "conversion", "type_ignores", "kwd_attrs", "rest"}
 )
-#: Nodes with nothing below them worth visiting.
-_LEAVES: Final = frozenset({ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue})
-_FIELDS: dict[type, tuple[str, ...]] = {ast.MatchSingleton: ()}
+#: What the walk does at a node, by type (:class:`_Walker`); any other type: visit its children.
+_LEAF, _CALL, _ATTRIBUTE, _ASSIGN, _RETURN, _ANNOTATED, _IMPORT, _CLASS, _FUNCTION, _LAMBDA = (
+    object() for _ in range(10)
+)
+_TAGS: dict[type, object] = {
+    **dict.fromkeys((ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue), _LEAF),
+    **dict.fromkeys((type(None), int, str, ast.MatchSingleton), _LEAF),
+    ast.Call: _CALL,
+    ast.Attribute: _ATTRIBUTE,
+    ast.Assign: _ASSIGN,
+    ast.Return: _RETURN,
+    ast.AnnAssign: _ANNOTATED,
+    ast.AugAssign: _ANNOTATED,
+    ast.Import: _IMPORT,
+    ast.ImportFrom: _IMPORT,
+    ast.ClassDef: _CLASS,
+    ast.FunctionDef: _FUNCTION,
+    ast.AsyncFunctionDef: _FUNCTION,
+    ast.Lambda: _LAMBDA,
+}
+#: Per node type, how to read the fields that may hold nodes: one field's name, or a getter
+#: of several (a tuple); filled as types are met.
+_CHILDREN: dict[type, str | operator.attrgetter] = {}
 
 
-def _fields(kind: type) -> tuple[str, ...]:
-    """The fields of a node type that may hold nodes (cached; none for a non-node)."""
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = ()
-        if issubclass(kind, ast.AST):
-            fields = tuple(f for f in kind._fields if f not in _NOT_NODES)
-        _FIELDS[kind] = fields
-    return fields
+def _children(kind: type) -> str | operator.attrgetter | None:
+    """How to read a node type's fields that may hold nodes (cached); None when it has none
+    (the type becomes a leaf)."""
+    fields = ()
+    if issubclass(kind, ast.AST):
+        fields = tuple(f for f in kind._fields if f not in _NOT_NODES)
+    if not fields:
+        _TAGS[kind] = _LEAF
+        return None
+    spec = fields[0] if len(fields) == 1 else operator.attrgetter(*fields)
+    _CHILDREN[kind] = spec
+    return spec
+
+
+for _kind in (ast.AnnAssign, ast.AugAssign):  # the walk reads these through the getter
+    _CHILDREN[_kind] = operator.attrgetter(*(f for f in _kind._fields if f not in _NOT_NODES))
 
 
 @dataclasses.dataclass
@@ -206,19 +234,43 @@ class _Walker:
         info = self.info
         calls = info.calls
         pending: list[tuple[list, tuple[ast.AST, ...]]] = [(list(info.tree.body), ())]
-        leaves = _LEAVES
+        tags, children = _TAGS, _CHILDREN
         while pending:
             stack, scopes = pending.pop()
             pop, push = stack.pop, stack.append
             while stack:
                 node = pop()
                 kind = node.__class__
-                if kind is ast.Call:
+                tag = tags.get(kind)
+                if tag is None:  # every other node: its children are visited
+                    spec = children.get(kind)
+                    if spec is None:
+                        spec = _children(kind)
+                        if spec is None:
+                            continue
+                    if spec.__class__ is str:
+                        value = getattr(node, spec)
+                        if value.__class__ is list:
+                            stack += value
+                        else:
+                            push(value)
+                    else:
+                        for value in spec(node):
+                            if value.__class__ is list:
+                                stack += value
+                            else:
+                                push(value)
+                elif tag is _LEAF:
+                    continue
+                elif tag is _CALL:
                     calls.append(Call(node, scopes))
                     func = node.func
                     if func.__class__ is ast.Attribute and func.attr in EAGER_OFF:
                         info.graph_mode = True
-                elif kind is ast.Attribute:
+                    push(func)
+                    stack += node.args
+                    stack += node.keywords
+                elif tag is _ATTRIBUTE:
                     # tf.estimator.X / tf.contrib.tpu.X (the outermost of such a chain)
                     value = node.value
                     if value.__class__ is ast.Attribute and (
@@ -232,30 +284,34 @@ class _Walker:
                         if text is not None:
                             info.dotted.append((node.lineno, text))
                             continue  # the chain is read whole; nothing below it is a call
-                elif kind in leaves:
-                    continue
-                elif kind is ast.Assign:
+                    push(value)
+                elif tag is _ASSIGN:
                     self._assign(node, scopes)
-                elif kind is ast.Return:
-                    if len(scopes) == 1 and node.value.__class__ is ast.Call:
-                        info.returns.append((node.value, scopes[0]))
-                    if scopes and node.value is not None:
-                        info.returned.setdefault(id(scopes[-1]), []).append(node.value)
-                elif kind is ast.AnnAssign or kind is ast.AugAssign:
+                    stack += node.targets
+                    push(node.value)
+                elif tag is _RETURN:
+                    value = node.value
+                    if value is not None:
+                        if len(scopes) == 1 and value.__class__ is ast.Call:
+                            info.returns.append((value, scopes[0]))
+                        if scopes:
+                            info.returned.setdefault(id(scopes[-1]), []).append(value)
+                        push(value)
+                elif tag is _ANNOTATED:  # x: T = v, x += v
                     if node.target.__class__ is ast.Name and node.value is not None:
                         key = (id(scopes[-1]) if scopes else None, node.target.id)
                         info.bindings.setdefault(key, []).append(node.value)
-                elif kind is ast.Import or kind is ast.ImportFrom:
+                    for value in children[kind](node):
+                        push(value)
+                elif tag is _IMPORT:
                     self._import(node)
-                    continue
-                elif kind is ast.ClassDef:
+                elif tag is _CLASS:
                     info.classes[node.name] = ClassInfo(
                         node.name, f"{info.module}.{node.name}", info, node, []
                     )
                     stack += node.decorator_list + node.bases + node.keywords
                     pending.append((list(node.body), (*scopes, node)))
-                    continue
-                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                elif tag is _FUNCTION:
                     if not scopes:
                         info.functions[node.name] = node
                     key = (id(scopes[-1]) if scopes else None, node.name)
@@ -264,22 +320,9 @@ class _Walker:
                     stack += node.decorator_list + args.defaults
                     stack += [d for d in args.kw_defaults if d is not None]
                     pending.append((list(node.body), (*scopes, node)))
-                    continue
-                elif kind is ast.Lambda:
+                else:  # a lambda
                     stack += node.args.defaults
                     pending.append(([node.body], (*scopes, node)))
-                    continue
-                fields = _FIELDS.get(kind)
-                if fields is None:
-                    fields = _fields(kind)
-                for field in fields:
-                    value = getattr(node, field)
-                    if value.__class__ is list:
-                        for child in value:
-                            if child is not None and child.__class__ not in leaves:
-                                push(child)
-                    elif value is not None and value.__class__ not in leaves:
-                        push(value)
         self.assigned.sort(key=lambda n: n.lineno)
         for node in self.assigned:
             self._alias(node)

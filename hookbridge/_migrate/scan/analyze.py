@@ -3,7 +3,7 @@
 Pass 1 (:class:`~hookbridge._migrate.scan.classes.Classes`) decides which classes are
 ``SessionRunHook`` subclasses and which are Keras ``Callback`` subclasses, and finds the
 zero-argument functions that build them. Pass 2 (:class:`ModuleScan`) goes over each module's
-calls (collected by the one walk of :mod:`hookbridge._migrate.scan.modules`, not by walking the
+calls (collected by the one walk of :mod:`hookbridge._migrate.scan.walk`, not by walking the
 tree again): it marks where entry points receive hooks and callbacks
 (:mod:`hookbridge._migrate.scan.entries`), then classifies every call (a hook constructed, a
 callback, an entry point), reads the tensors hooks name (:mod:`hookbridge._migrate.scan.tensors`)

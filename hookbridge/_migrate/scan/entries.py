@@ -15,7 +15,8 @@ import ast
 from hookbridge._migrate.scan import catalog
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import is_tf, is_tpu, last_name, root_name
-from hookbridge._migrate.scan.modules import Call, ModuleInfo, dotted
+from hookbridge._migrate.scan.modules import Call, ModuleInfo
+from hookbridge._migrate.scan.walk import dotted
 
 ESTIMATOR_METHODS = ("train", "evaluate", "predict")
 _KERAS_METHODS = frozenset(

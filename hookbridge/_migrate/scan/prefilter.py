@@ -29,7 +29,7 @@ import symtable
 from typing import Final
 
 from hookbridge._migrate.scan import catalog
-from hookbridge._migrate.scan.modules import EAGER_OFF
+from hookbridge._migrate.scan.walk import EAGER_OFF
 
 #: Parts of names tested anywhere in the text (a call's ``...Hook``; ``tensorflow_estimator``).
 SUBSTRINGS: Final = (b"Hook", b"estimator", b"contrib")

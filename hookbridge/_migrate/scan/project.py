@@ -17,7 +17,8 @@ from typing import Final
 from hookbridge._migrate.scan import findings, prefilter
 from hookbridge._migrate.scan.classes import Classes
 from hookbridge._migrate.scan.findings import Finding
-from hookbridge._migrate.scan.modules import ModuleInfo, module_name, parse
+from hookbridge._migrate.scan.modules import ModuleInfo, module_name
+from hookbridge._migrate.scan.walk import parse
 
 #: Folders never scanned: hidden ones, caches, virtual environments and build output.
 SKIPPED_DIRS: Final = frozenset(

@@ -146,6 +146,11 @@ PROJECT = {
         b"# coding: utf-7\nimport tensorflow.compat.v1 as tf\n\n"
         b"HOOK = tf.+AHQ-rain.Logging+AFQ-ensor+AEg-ook('loss:0')\n"
     ),
+    # The same after a blank first line, with old Mac line ends (the tokenizer reads \r as one).
+    "pkg/seven_cr.py": (
+        b"\r# coding: utf-7\rimport tensorflow.compat.v1 as tf\r"
+        b"HOOK = tf.+AHQ-rain.Logging+AFQ-ensor+AEg-ook('loss:0')\r"
+    ),
     # Python 2: a parse error, in a file with nothing else.
     "pkg/py2.py": 'print "hello"\n',
     # Accepted by ast.parse, refused by symtable: parsed, no parse error.
@@ -175,6 +180,7 @@ def test_a_project_of_edge_cases_scans_the_same(tmp_path, monkeypatch):
         ("pkg/model.py", "tensor", "'accuracy'", findings.NEEDS_TENSOR),
         ("pkg/wide.py", "hook", "LoggingTensorHook", findings.CONFORMS),
         ("pkg/seven.py", "hook", "LoggingTensorHook", findings.CONFORMS),
+        ("pkg/seven_cr.py", "hook", "LoggingTensorHook", findings.CONFORMS),
         ("pkg/py2.py", "file", "pkg/py2.py", findings.PARSE_ERROR),
     }
     assert expected <= rows, sorted(expected - rows)
@@ -188,7 +194,8 @@ def test_only_files_without_any_such_name_are_skipped():
         return prefilter.words_if_unneeded(source) is not None
 
     assert skipped(PROJECT["pkg/numeric.py"]) and skipped(PROJECT["pkg/names.py"])
-    for name in ("base", "sub", "setup", "fit", "gan", "legacy", "wide", "seven", "model"):
+    read = ("base", "sub", "setup", "fit", "gan", "legacy", "wide", "seven", "seven_cr", "model")
+    for name in read:
         assert not skipped(PROJECT[f"pkg/{name}.py"]), name
     # Skipped by its text alone, read once the scan knows the names of its hook class/factory.
     assert skipped(PROJECT["pkg/uses_class.py"]) and skipped(PROJECT["pkg/uses_factory.py"])

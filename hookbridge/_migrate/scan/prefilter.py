@@ -39,7 +39,8 @@ _WORDS: Final = frozenset({"class", "callbacks"}) | EAGER_OFF
 _NOT_IDENTIFIER: Final = bytes(
     c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256)
 )
-#: PEP 263's declaration, on one of the first two lines.
+#: Line ends as the tokenizer reads them, and PEP 263's declaration on one of the first two lines.
+_NEWLINE: Final = re.compile(rb"\r\n|\r|\n")
 _CODING: Final = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
 _SAME_AS_ASCII: Final = frozenset({"utf-8", "iso8859-1", "ascii", "cp1252"})
 
@@ -67,7 +68,7 @@ def words_if_unneeded(source: bytes) -> frozenset[bytes] | None:
     """
     if not source.isascii() or any(part in source for part in SUBSTRINGS):
         return None
-    head = b"\n".join(source.split(b"\n", 2)[:2])
+    head = b"\n".join(_NEWLINE.split(source, 2)[:2])
     for declared in _CODING.findall(head):
         try:
             if codecs.lookup(declared.decode()).name not in _SAME_AS_ASCII:

@@ -13,6 +13,9 @@ Reported per case: the 20th percentile and the median of the per-call times, aft
 two versions of the code in alternated processes, e.g. with ``PYTHONPATH`` pointing at a copy).
 
     TF_CPP_MIN_LOG_LEVEL=3 python benchmarks/percall.py [--cases nan,keras_nan] [--fits 3]
+
+``--cases floor_nan,keras_nan`` adds the floor of the ``nan`` case: the TF1 protocol alone
+(context, ``before_run``, ``after_run`` with a ``SessionRunValues``), without the bridge.
 """
 
 from __future__ import annotations
@@ -39,6 +42,31 @@ CASES = {
     "keras_nan": lambda: [keras.callbacks.TerminateOnNaN()],
     "nan": lambda: [hookbridge.HookCallback([tf.compat.v1.train.NanTensorHook("loss:0")])],
 }
+
+
+class FloorNan(keras.callbacks.Callback):
+    """The least any bridge must do to run a ``NanTensorHook`` per Keras step: a new
+    ``SessionRunContext``, the hook's ``before_run``, its ``after_run`` given Keras's loss as
+    ``np.float32`` in a ``SessionRunValues``. No global step, batch value, lock or stop check:
+    a floor for the ``nan`` case, not a bridge (``--cases floor_nan,keras_nan``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook = tf.compat.v1.train.NanTensorHook("loss:0")
+        self.context = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        train = tf.compat.v1.train
+        self.context = train.SessionRunContext(train.SessionRunArgs(None), None)
+        self.hook.before_run(self.context)
+
+    def on_train_batch_end(self, batch, logs=None):
+        values = tf.compat.v1.train.SessionRunValues(np.float32(logs["loss"]), None, None)
+        self.hook.after_run(self.context, values)
+
+
+#: Cases run only when named in ``--cases`` (not by default).
+EXTRA_CASES = {"floor_nan": lambda: [FloorNan()]}
 
 
 class _Clock:
@@ -70,7 +98,7 @@ class _Clock:
 def measure(case: str, model, ds, steps: int, epochs: int, skip: int) -> tuple[float, ...]:
     """(begin p20, begin median, end p20, end median) in µs for one fit of ``case``."""
     clock = _Clock()
-    callbacks = [clock.first, *CASES[case](), clock.last]
+    callbacks = [clock.first, *{**CASES, **EXTRA_CASES}[case](), clock.last]
     model.fit(ds, steps_per_epoch=steps, epochs=epochs, verbose=0, callbacks=callbacks)
     if len(clock.end) <= skip:
         raise SystemExit(f"percall: {case} ran {len(clock.end)} steps; --skip {skip} leaves none")
@@ -83,7 +111,9 @@ def measure(case: str, model, ds, steps: int, epochs: int, skip: int) -> tuple[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES)
+        "--cases",
+        default=",".join(CASES),
+        help="comma-separated: " + ", ".join([*CASES, *EXTRA_CASES]),
     )
     parser.add_argument("--fits", type=int, default=3, help="fits per case (interleaved)")
     parser.add_argument("--steps", type=int, default=500, help="steps per epoch")
@@ -91,9 +121,9 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=500, help="first steps of each fit left out")
     args = parser.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    unknown = [c for c in cases if c not in CASES]
+    unknown = [c for c in cases if c not in CASES and c not in EXTRA_CASES]
     if unknown:
-        parser.error(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
+        parser.error(f"unknown case(s) {unknown}; known: {', '.join([*CASES, *EXTRA_CASES])}")
     model, ds = keras_mlp(HIDDEN), dataset()
     model.fit(ds, steps_per_epoch=20, epochs=1, verbose=0)  # traced once, outside the figures
     results: dict[str, list[tuple[float, ...]]] = {c: [] for c in cases}
@@ -112,6 +142,11 @@ def main() -> None:
         print(f"| {case} | {begin} | {end} |")
     totals = {c: float(np.median([r[1] + r[3] for r in fits])) for c, fits in results.items()}
     verdicts = [("nan", "keras_nan", 2.0)]  # issue 24: NanTensorHook <= 2.0x TerminateOnNaN
+    if "floor_nan" in totals and "keras_nan" in totals:
+        floor = totals["floor_nan"] / totals["keras_nan"]
+        print(
+            f"floor_nan: begin + end median {totals['floor_nan']:.1f} µs = {floor:.2f}x keras_nan"
+        )
     for case, reference, limit in verdicts:
         if case in totals and reference in totals:
             ratio = totals[case] / totals[reference]

@@ -47,7 +47,8 @@ class Resolver:
     run) and every ``session.run`` holds it, never while a hook's method runs (a hook waiting
     for its thread cannot deadlock). A thread's long run (a checkpoint) delays the next Keras
     step by as much; natively the two would overlap. Cost: two uncontended acquisitions per
-    step, about 0.2-0.3 µs inside fit (benchmarks/percall.py, idle_1, with and without it).
+    step (before the Keras step; after it, with the fetches of held values), 0.3-1.4 µs
+    inside fit (benchmarks/percall.py, idle_1, with and without it; docs/performance.md).
     """
 
     def __init__(

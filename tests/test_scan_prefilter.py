@@ -100,6 +100,27 @@ PROJECT = {
         def parts():
             return [sub.make_sub(), 3]
         """,
+    # A class that is no hook, called with keywords: no row, wherever it is called.
+    "pkg/plain.py": """
+        class Plain:
+            def __init__(self, size):
+                self.size = size
+        """,
+    "pkg/uses_plain.py": """
+        from pkg.plain import Plain
+
+        def build():
+            return Plain(size=2)
+        """,
+    # A name a hook and another class share: ambiguous by name, read or not.
+    "pkg/twin.py": """
+        class BaseWatch:
+            pass
+        """,
+    "pkg/uses_twin.py": """
+        def build(make):
+            return BaseWatch(every=2), make(hooks=[])
+        """,
     # Turning eager execution off (graph-mode tf.keras for every TF1 module) ...
     "pkg/setup.py": """
         import tensorflow.compat.v1 as tf

@@ -15,7 +15,10 @@ whose last name, keyword or resolved name is one of those names (a call with key
 at, but only an entry point, a ``callbacks=`` keyword, a hook, a callback or a scanned class or
 factory gives a row), from an import or attribute chain through ``estimator``/``contrib``, or
 from ``minimize``; the name a call resolves to ends with a word written in the file (an import,
-an assignment or the call itself). Identifiers are compared as written, so a file that is not
+an assignment or the call itself). A call of a scanned class that is neither a hook nor a
+callback (or of a function building one) gives no row, so only hook and callback classes' names
+count; every class is known all the same (a file with ``class`` is read in the first stage), so
+a name two classes share stays ambiguous, as when every file is read. Identifiers are compared as written, so a file that is not
 pure ASCII (NFKC folds ``ｆｉｔ`` into ``fit``) or declares an encoding other than UTF-8, Latin-1
 or ASCII is always read.
 """

@@ -120,10 +120,15 @@ def read(
             unread[index] = names
     for stage in ("classes", "factories"):
         classes = Classes(done[i] for i in sorted(done))
-        if stage == "classes":
-            wanted = {name.encode() for name in classes.by_name}
+        found = classes.hooks.keys() | classes.callbacks.keys()
+        if stage == "classes":  # a call of one is a row; other classes' calls are not
+            wanted = {classes.by_qualname[name].name.encode() for name in found}
         else:
-            wanted = {key.rsplit(".", 1)[-1].encode() for key in classes.built_by}
+            wanted = {
+                function.rsplit(".", 1)[-1].encode()
+                for function, cls in classes.built_by.items()
+                if cls.qualname in found
+            }
         for index in [i for i, names in unread.items() if not names.isdisjoint(wanted)]:
             del unread[index]
             read_file(index)

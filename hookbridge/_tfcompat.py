@@ -274,12 +274,6 @@ def graph_default(graph: tf.Graph) -> GraphScope:
 eager = EagerScope
 
 
-def coordinator_stop_flag(coord: Any) -> Any:
-    """``coord.should_stop`` minus a call layer (checked after every Keras step): the
-    ``is_set`` of a ``tf.compat.v1.train.Coordinator``'s private stop event."""
-    return coord._stop_event.is_set
-
-
 #: ``new_session_run_values((results, options, run_metadata))`` builds a
 #: ``tf.compat.v1.train.SessionRunValues`` (a namedtuple) with ``tuple.__new__`` in C, as its
 #: generated ``__new__`` builds it, without that Python frame per hook per step; the one-time

@@ -245,16 +245,6 @@ def test_unbound_summary_op_name_still_left_by_tf_summary():
     )
 
 
-def test_coordinator_stop_flag_follows_request_stop():
-    """Coordinator._stop_event (read by the bridge after every Keras step) still exists."""
-    coord = tf.compat.v1.train.Coordinator()
-    assert hasattr(coord, "_stop_event"), "TF moved Coordinator._stop_event"
-    flag = _tfcompat.coordinator_stop_flag(coord)
-    assert flag() is False
-    coord.request_stop()
-    assert flag() is True and coord.should_stop()
-
-
 def test_session_run_values_is_a_plain_namedtuple():
     """The bridge builds ``SessionRunValues`` with ``tuple.__new__``
     (``_tfcompat.new_session_run_values``), as the namedtuple's generated ``__new__`` does: this

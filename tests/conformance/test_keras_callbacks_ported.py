@@ -181,6 +181,41 @@ def bridged_fit(
     return Bridged(steps, read_lr.value)
 
 
+def loop_fit(
+    callbacks, x, *, batch_size, epochs, steps_per_epoch=None, val=None, repeat=True, lr=0.0
+):
+    """``native_fit``'s training as a custom loop: the same model, data and loss, a
+    ``GradientTape`` step through ``hookbridge.CallbackLoop`` (``docs/custom-loops.md``), the
+    validation step computing the compiled loss on ``fit``'s one validation batch; returns the
+    model. ``fit`` is its oracle, as it is the bridged side's."""
+    model = _identity_model(lr)
+    ds = _with_zero_targets(_batches(x, batch_size)).repeat(epochs if repeat else 1)
+    loss_fn = keras.losses.MeanSquaredError()
+
+    def train_step(features, targets):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(targets, model(features, training=True))
+        if model.trainable_variables:  # fit skips the optimizer with nothing to train
+            grads = tape.gradient(loss, model.trainable_variables)
+            model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss}
+
+    validation = {}
+    if val is not None:  # fit batches the arrays by 32: one batch here
+        validation = {
+            "validation_data": [(_data(val), np.zeros_like(_data(val)))],
+            "validation_step": lambda batch: {"loss": loss_fn(batch[1], model(batch[0]))},
+        }
+    loop = hookbridge.CallbackLoop(
+        model, callbacks, data=ds, epochs=epochs, steps_per_epoch=steps_per_epoch, **validation
+    )
+    with loop:
+        for _ in loop.epochs():
+            for features, targets in loop.steps():
+                loop.step_end(train_step(features, targets))
+    return model
+
+
 class Bridged(NamedTuple):
     steps: int  # MonitoredSession.run calls made
     lr: float  # the learning-rate variable at the end
@@ -208,12 +243,13 @@ def test_repeat_epochs_input_ends_on_the_epoch_boundary(tmp_path, pass_epochs):
     ``test_CSVLogger`` rows per epoch)."""
     x = np.arange(1, 9)  # 4 batches of 2 per epoch
     results = {}
-    for side in ("native", "bridged"):
+    for side in ("native", "bridged", "loop"):
         rec, history = Recorder(), keras.callbacks.History()
         path = str(tmp_path / f"{side}.csv")
         callbacks = [rec, history, keras.callbacks.CSVLogger(path)]
-        if side == "native":
-            native_fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=[1.0, 3.0])
+        if side != "bridged":
+            fit = native_fit if side == "native" else loop_fit
+            fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=[1.0, 3.0])
         else:
             hook_epochs = "same" if pass_epochs else None
             with warnings.catch_warnings(record=True) as caught:
@@ -248,6 +284,7 @@ def test_repeat_epochs_input_ends_on_the_epoch_boundary(tmp_path, pass_epochs):
     else:
         assert messages == []
     assert results["bridged"] == results["native"]
+    assert results["loop"] == results["native"]
 
 
 # -- issue 14 item 4: epoch logs weighted by batch size ------------------------------------------
@@ -271,14 +308,15 @@ def test_means_weighted_by_batch_size_as_keras(batch_size, listener):
     size, whether the sums are kept in Python (a batch listener) or in the graph."""
     x = np.arange(10)
     results = {}
-    for side in ("native", "bridged"):
+    for side in ("native", "bridged", "loop"):
         if listener == "epoch_only":
             seen, rec = _epoch_only_recorder()
         else:
             rec = Recorder()
         callbacks = [rec, keras.callbacks.History()]
-        if side == "native":
-            native_fit(callbacks, x, batch_size=4, epochs=2, steps_per_epoch=3)
+        if side != "bridged":
+            fit = native_fit if side == "native" else loop_fit
+            fit(callbacks, x, batch_size=4, epochs=2, steps_per_epoch=3)
         else:
 
             def size(batch):
@@ -291,7 +329,7 @@ def test_means_weighted_by_batch_size_as_keras(batch_size, listener):
 
             bridged_fit(callbacks, x, batch_size=4, epochs=2, steps_per_epoch=3, size_fn=size)
         results[side] = (seen if listener == "epoch_only" else rec.events, callbacks[1].history)
-    assert results["bridged"] == results["native"]
+    assert results["bridged"] == results["native"] == results["loop"]
     assert results["native"][1] == {"loss": [28.5, 28.5]}
 
 
@@ -309,16 +347,18 @@ def test_without_batch_size_warns_and_counts_steps():
 def test_int_batch_size_means_equal_batches():
     """``batch_size=<int>``: every batch has that size, so equal weights are Keras's weights."""
     results = {}
-    for side in ("native", "bridged"):
+    for side in ("native", "bridged", "loop"):
         history = keras.callbacks.History()
-        if side == "native":
-            native_fit([history], np.arange(8), batch_size=4, epochs=1)
+        if side != "bridged":
+            fit = native_fit if side == "native" else loop_fit
+            fit([history], np.arange(8), batch_size=4, epochs=1)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 bridged_fit([history], np.arange(8), batch_size=4, epochs=1, batch_size_arg=4)
         results[side] = history.history
     assert results["bridged"] == results["native"] == {"loss": [pytest.approx(17.5)]}
+    assert results["loop"] == results["native"]
 
 
 # -- issue 14 item 7: validation, evaluate and predict as in Keras ------------------------------
@@ -342,20 +382,18 @@ def test_validation_fn_drives_on_test_methods_as_fit(tmp_path):
     pytest.importorskip("tensorboard")
     x, val = np.arange(1, 9), [1.0, 3.0]
     results = {}
-    for side in ("native", "bridged"):
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit)):
         rec = Recorder()
         logdir = str(tmp_path / side)
         callbacks = [rec, keras.callbacks.TensorBoard(logdir)]
-        if side == "native":
-            native_fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=val)
-        else:
-            bridged_fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=val)
+        fit(callbacks, x, batch_size=2, epochs=2, steps_per_epoch=4, val=val)
         results[side] = (
             rec.events,
             _scalars(os.path.join(logdir, "validation")),
             _scalars(os.path.join(logdir, "train"), "epoch_loss"),
         )
     assert results["bridged"] == results["native"]
+    assert results["loop"] == results["native"]
     events, validation, _ = results["native"]
     assert [e[0] for e in events].count("test_begin") == 2
     assert validation["evaluation_loss_vs_iterations"] == [(4, 5.0), (8, 5.0)]
@@ -512,9 +550,10 @@ def _per_epoch(losses) -> np.ndarray:
 
 def _fit_both(make_callbacks, x, **fit_kw):
     """{side: (callbacks, result)}: fresh callbacks from ``make_callbacks()`` run natively in
-    ``fit`` (result: the model) and bridged (result: :class:`Bridged`)."""
+    ``fit`` (result: the model), bridged (result: :class:`Bridged`) and in a custom loop
+    (``loop``, result: the model)."""
     out = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit)):
         callbacks = make_callbacks()
         out[side] = (callbacks, fit(callbacks, x, **fit_kw))
     return out
@@ -542,8 +581,9 @@ def test_early_stopping_patience(patience):
         repeat=False,
     )
     stopped = {side: cbs[0].stopped_epoch for side, (cbs, _) in runs.items()}
-    assert stopped["bridged"] == stopped["native"] == max(patience, 1) + 2
+    assert stopped["bridged"] == stopped["native"] == stopped["loop"] == max(patience, 1) + 2
     assert _history(runs["bridged"][0]) == _history(runs["native"][0])
+    assert _history(runs["loop"][0]) == _history(runs["native"][0])
 
 
 @pytest.mark.parametrize(
@@ -572,6 +612,7 @@ def test_early_stopping_baseline_and_start_from_epoch(kwargs):
     )
     native, bridged = _history(runs["native"][0]), _history(runs["bridged"][0])
     assert bridged == native
+    assert _history(runs["loop"][0]) == native
     assert len(native[0]) >= kwargs["patience"] + kwargs.get("start_from_epoch", 0)
     assert len(native[0]) < len(losses)  # it did stop
 
@@ -599,18 +640,19 @@ def test_terminate_on_nan_with_csv_logger(tmp_path):
     for side, (cbs, _) in runs.items():
         with open(cbs[1].filename) as f:
             rows[side] = list(csv.DictReader(f))
-    assert rows["bridged"] == rows["native"]
+    assert rows["bridged"] == rows["native"] == rows["loop"]
     assert len(rows["native"]) == 1
     epochs, history = _history(runs["native"][0])
-    assert _history(runs["bridged"][0]) == (epochs, history)
+    assert _history(runs["bridged"][0]) == (epochs, history) == _history(runs["loop"][0])
     assert epochs == [0] and math.isinf(history["loss"][0])
     assert runs["bridged"][0][3].events == runs["native"][0][3].events
+    assert runs["loop"][0][3].events == runs["native"][0][3].events
 
 
 def test_lambda_callback_in_fit_and_predict():
     """lambda_callback_test.py ``test_lambda_callback`` (train/epoch begin and end, with
     validation) and ``test_lambda_callback_during_prediction`` (``on_predict_begin``)."""
-    calls = {"native": [], "bridged": []}
+    calls = {"native": [], "bridged": [], "loop": []}
 
     def make(side):
         def note(name):
@@ -627,12 +669,14 @@ def test_lambda_callback_in_fit_and_predict():
     x = np.arange(16)
     native_fit([make("native")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
     bridged_fit([make("bridged")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
+    loop_fit([make("loop")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
     _identity_model().predict(_data(x), batch_size=4, callbacks=[make("native")], verbose=0)
     graph, batch, _ = _eval_graph(x, 4)
     with graph.as_default():
         hook = hookbridge.CallbackHook([make("bridged")], logs={"outputs": batch}, mode="predict")
     _run_session(graph, hook, batch)
     assert calls["bridged"] == calls["native"]
+    assert calls["loop"] == calls["native"][:-1]  # the loop trains: no predict
     assert calls["native"] == (
         ["on_train_begin"]
         + ["on_epoch_begin", "on_epoch_end"] * 5
@@ -661,7 +705,9 @@ def test_reduce_lr_on_plateau_cooldown():
     model, bridged = runs["native"][1], runs["bridged"][1]
     native_lr = float(np.asarray(model.optimizer.learning_rate))
     assert bridged.lr == pytest.approx(native_lr, rel=1e-6) and native_lr == pytest.approx(0.001)
+    assert float(np.asarray(runs["loop"][1].optimizer.learning_rate)) == native_lr
     assert _history(runs["bridged"][0]) == _history(runs["native"][0])
+    assert _history(runs["loop"][0]) == _history(runs["native"][0])
 
 
 def test_learning_rate_scheduler_in_history():
@@ -679,24 +725,25 @@ def test_learning_rate_scheduler_in_history():
         lr=0.1,
     )
     native = _history(runs["native"][0])
-    assert _history(runs["bridged"][0]) == native
+    assert _history(runs["bridged"][0]) == native == _history(runs["loop"][0])
     key = "learning_rate" if KERAS3 else "lr"
     assert native[1][key] == [0.5, 0.25]
     assert runs["bridged"][1].lr == pytest.approx(0.25)
+    assert float(np.asarray(runs["loop"][1].optimizer.learning_rate)) == pytest.approx(0.25)
 
 
 def test_csv_logger_separator_and_append(tmp_path):
     """csv_logger_test.py ``test_CSVLogger``: a tab separator, then ``append=True`` over a second
     run: the same file as two native ``fit`` calls."""
     texts = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit)):
         path = str(tmp_path / f"{side}.tsv")
         for append in (False, True):
             logger = keras.callbacks.CSVLogger(path, separator="\t", append=append)
             fit([logger], np.arange(8), batch_size=4, epochs=2, steps_per_epoch=2, val=[1.0])
         with open(path) as f:
             texts[side] = f.read()
-    assert texts["bridged"] == texts["native"]
+    assert texts["bridged"] == texts["native"] == texts["loop"]
     assert texts["native"].count("\n") == 5 and "\t" in texts["native"]
 
 
@@ -711,7 +758,7 @@ def test_callback_exception_propagates_at_once_as_in_fit():
     """A callback raising in ``on_epoch_end``: the callbacks after it do not get that event, the
     error propagates, ``on_train_end`` is not called (Keras's ``CallbackList``)."""
     events = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit)):
         before, after = Recorder(), Recorder()
         with pytest.raises(ValueError, match="callback error at epoch 1"):
             fit([before, _Raises(), after], np.arange(8), batch_size=4, epochs=3, steps_per_epoch=2)
@@ -719,6 +766,6 @@ def test_callback_exception_propagates_at_once_as_in_fit():
             _kinds(before.events, ("train", "epoch")),
             _kinds(after.events, ("train", "epoch")),
         )
-    assert events["bridged"] == events["native"]
+    assert events["bridged"] == events["native"] == events["loop"]
     before, after = events["native"]
     assert before[-1][:2] == ("epoch_end", 1) and after[-1][:2] == ("train_batch_end", 1)

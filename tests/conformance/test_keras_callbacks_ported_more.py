@@ -40,6 +40,7 @@ from .test_keras_callbacks_ported import (
     _unknown_length,
     _with_zero_targets,
     bridged_fit,
+    loop_fit,
     native_fit,
 )
 
@@ -47,6 +48,8 @@ keras = tf.keras
 v1 = tf.compat.v1
 KERAS215 = tf.__version__.startswith("2.15.")
 LR_KEY = "learning_rate" if KERAS3 else "lr"
+#: each scenario natively in fit, bridged (CallbackHook) and in a custom loop (CallbackLoop)
+SIDES = (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit))
 # -- helpers ---------------------------------------------------------------------------------------
 def _kernel(batch):
     """``bridged_fit``'s ``size_fn`` that also builds the oracle's kernel in the graph: a trainable
@@ -57,13 +60,16 @@ def _kernel(batch):
 
 
 def _run_both(make_callbacks, x, **fit_kw):
-    """{side: (callbacks, result)}: ``make_callbacks(side)`` run natively (result: the model) and
-    bridged with a kernel variable (result: ``Bridged``)."""
+    """{side: (callbacks, result)}: ``make_callbacks(side)`` run natively (result: the model),
+    bridged with a kernel variable (result: ``Bridged``) and in a custom loop (``loop``, result:
+    the model)."""
     native = make_callbacks("native")
     bridged = make_callbacks("bridged")
+    looped = make_callbacks("loop")
     return {
         "native": (native, native_fit(native, x, **fit_kw)),
         "bridged": (bridged, bridged_fit(bridged, x, size_fn=_kernel, **fit_kw)),
+        "loop": (looped, loop_fit(looped, x, **fit_kw)),
     }
 
 
@@ -125,7 +131,7 @@ def _saved(directory, side: str) -> dict:
         return out
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if side == "native":
+        if side != "bridged":  # native and loop: Keras's files
             model = _identity_model()
             model.load_weights(path)
             value = model.get_weights()[0]
@@ -203,8 +209,8 @@ def test_model_checkpoint_save_best_only_modes(tmp_path, mode, best_only, expect
     _run_both(
         make, _per_epoch(losses), batch_size=1, epochs=len(losses), steps_per_epoch=1, repeat=False
     )
-    saved = {side: _saved(tmp_path / side, side) for side in ("native", "bridged")}
-    assert saved["bridged"] == saved["native"]
+    saved = {side: _saved(tmp_path / side, side) for side, _ in SIDES}
+    assert saved["bridged"] == saved["native"] == saved["loop"]
     assert saved["native"] == {f"{name}.weights.h5": v for name, v in expected.items()}
 
 
@@ -240,10 +246,11 @@ def test_model_checkpoint_val_loss_and_initial_value_threshold(
         return [Stamp(), checkpoint, keras.callbacks.History()]
 
     runs = _run_both(make, np.arange(1, 5), batch_size=2, epochs=3, steps_per_epoch=2, val=[1, 3])
-    saved = {side: _saved(tmp_path / side, side) for side in ("native", "bridged")}
-    assert saved["bridged"] == saved["native"]
+    saved = {side: _saved(tmp_path / side, side) for side, _ in SIDES}
+    assert saved["bridged"] == saved["native"] == saved["loop"]
     assert saved["native"] == {f"{e}.weights.h5": int(e) for e in expected}
     assert _history(runs["bridged"][0][2:]) == _history(runs["native"][0][2:])
+    assert _history(runs["loop"][0][2:]) == _history(runs["native"][0][2:])
     assert _history(runs["native"][0][2:])[1]["val_loss"] == [5.0] * 3
 
 
@@ -273,8 +280,8 @@ def test_model_checkpoint_integer_save_freq(tmp_path, path, save_freq, epochs, e
         return [BatchStamp(), checkpoint]
 
     _run_both(make, np.arange(1, 5), batch_size=2, epochs=epochs, steps_per_epoch=2)
-    saved = {side: _saved(tmp_path / side, side) for side in ("native", "bridged")}
-    assert saved["bridged"] == saved["native"]
+    saved = {side: _saved(tmp_path / side, side) for side, _ in SIDES}
+    assert saved["bridged"] == saved["native"] == saved["loop"]
     assert saved["native"] == {f"{name}.weights.h5": v for name, v in expected.items()}
 
 
@@ -283,7 +290,7 @@ def test_model_checkpoint_monitor_not_available(tmp_path):
     with ``save_best_only``: a warning at each epoch; Keras 3 saves anyway, tf_keras / Keras 2
     skip the save."""
     saved, messages = {}, {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         path = str(tmp_path / side / "best.weights.h5")
         checkpoint = keras.callbacks.ModelCheckpoint(
             path, monitor="unknown", mode="min", save_best_only=True, save_weights_only=True
@@ -293,8 +300,8 @@ def test_model_checkpoint_monitor_not_available(tmp_path):
             fit([checkpoint], np.arange(1, 5), batch_size=2, epochs=2, steps_per_epoch=2, **kw)
         saved[side] = os.path.exists(path)
         messages[side] = [m for m in caught if "Can save best model only with unknown" in m]
-    assert saved["bridged"] == saved["native"] == KERAS3
-    assert messages["bridged"] == messages["native"]
+    assert saved["bridged"] == saved["native"] == saved["loop"] == KERAS3
+    assert messages["bridged"] == messages["native"] == messages["loop"]
     assert len(messages["native"]) == 2
 
 
@@ -372,10 +379,10 @@ def test_early_stopping_restores_best_weights(losses, kwargs, stop_at, trained, 
     runs = _run_both(
         make, _per_epoch(losses), batch_size=1, epochs=len(losses), steps_per_epoch=1, repeat=False
     )
-    native, bridged = runs["native"][0], runs["bridged"][0]
-    assert _history(bridged) == _history(native)
+    native, bridged, looped = runs["native"][0], runs["bridged"][0], runs["loop"][0]
+    assert _history(bridged) == _history(native) == _history(looped)
     assert len(_history(native)[0]) == trained
-    assert bridged[-2].value == native[-2].value == expected
+    assert bridged[-2].value == native[-2].value == looped[-2].value == expected
 
 
 @pytest.mark.parametrize(
@@ -402,9 +409,9 @@ def test_early_stopping_min_delta_and_mode(mode, min_delta, patience, losses, st
     runs = _run_both(
         make, _per_epoch(losses), batch_size=1, epochs=len(losses), steps_per_epoch=1, repeat=False
     )
-    native, bridged = runs["native"][0], runs["bridged"][0]
-    assert bridged[0].stopped_epoch == native[0].stopped_epoch == stopped
-    assert _history(bridged) == _history(native)
+    native, bridged, looped = runs["native"][0], runs["bridged"][0], runs["loop"][0]
+    assert bridged[0].stopped_epoch == native[0].stopped_epoch == looped[0].stopped_epoch == stopped
+    assert _history(bridged) == _history(native) == _history(looped)
     assert len(_history(native)[0]) == (stopped + 1 if stopped else len(losses))
 
 
@@ -412,7 +419,7 @@ def test_monitor_not_available_warns_and_never_stops():
     """early_stopping_test.py / reduce_lr_on_plateau: a monitor missing from the logs
     (``val_loss`` without validation) warns at each epoch end and neither stops nor reduces."""
     outcome = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         stopper = keras.callbacks.EarlyStopping(monitor="val_loss", patience=0)
         reducer = keras.callbacks.ReduceLROnPlateau(monitor="val_loss", patience=0)
         history = keras.callbacks.History()
@@ -427,11 +434,11 @@ def test_monitor_not_available_warns_and_never_stops():
             )
         relevant = [m for m in caught if "val_loss" in m and "not available" in m]
         outcome[side] = (history.epoch, stopper.stopped_epoch, relevant, _lr(result))
-    assert outcome["bridged"][:3] == outcome["native"][:3]
+    assert outcome["bridged"][:3] == outcome["native"][:3] == outcome["loop"][:3]
     epochs, stopped, relevant, lr = outcome["native"]
     assert epochs == [0, 1, 2] and stopped == 0
     assert len(relevant) == 6  # each epoch: EarlyStopping's and ReduceLROnPlateau's
-    assert outcome["bridged"][3] == lr == pytest.approx(0.1)
+    assert outcome["bridged"][3] == lr == outcome["loop"][3] == pytest.approx(0.1)
 
 
 def test_early_stopping_and_reduce_lr_reused_across_runs():
@@ -441,7 +448,7 @@ def test_early_stopping_and_reduce_lr_reused_across_runs():
     stop the second run at its epoch 1 and cut its rate at once."""
     first, second = [10.0, 9.0, 8.0, 9.0, 9.0], [20.0, 19.0, 18.0, 17.0]
     results = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         stopper = keras.callbacks.EarlyStopping(monitor="loss", patience=1)
         reducer = keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=2, cooldown=2)
         runs = []
@@ -459,7 +466,7 @@ def test_early_stopping_and_reduce_lr_reused_across_runs():
             state = (stopper.stopped_epoch, stopper.best, reducer.wait, reducer.best)
             runs.append((_history([history]), state, _lr(result)))
         results[side] = runs
-    assert results["bridged"] == results["native"]
+    assert results["bridged"] == results["native"] == results["loop"]
     (history_1, state_1, lr_1), (history_2, state_2, lr_2) = results["native"]
     assert history_1[0] == history_2[0] == [0, 1, 2, 3]
     assert state_1 == (3, pytest.approx(8.0), 1, pytest.approx(8.0))
@@ -569,6 +576,7 @@ def test_monitor_callback_improvements_with_min_delta():
         repeat=False,
     )
     assert runs["bridged"][0][0].seen == runs["native"][0][0].seen == [1, 1, 0, 0, 1]
+    assert runs["loop"][0][0].seen == runs["native"][0][0].seen
 
 
 # -- reduce_lr_on_plateau_test.py ------------------------------------------------------------------
@@ -627,10 +635,10 @@ def test_reduce_lr_on_plateau(kwargs, losses, final, logged):
         **data,
     )
     lr = _final_lr(runs)
-    assert lr["bridged"] == lr["native"]  # both a float32 variable read back
+    assert lr["bridged"] == lr["native"] == lr["loop"]  # both a float32 variable read back
     assert lr["native"] == pytest.approx(final, rel=1e-6)
     native = _history(runs["native"][0])
-    assert _history(runs["bridged"][0]) == native
+    assert _history(runs["bridged"][0]) == native == _history(runs["loop"][0])
     assert native[1][LR_KEY] == pytest.approx(logged, rel=1e-5)
 
 
@@ -642,7 +650,7 @@ def test_verbose_messages_as_native(which):
     """reduce_lr_on_plateau_test.py and learning_rate_scheduler_test.py ``test_verbose_logging``:
     ``verbose=1`` prints the same messages, with the rate read back from the optimizer."""
     printed = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         if which == "ReduceLROnPlateau":
             callback = keras.callbacks.ReduceLROnPlateau(
                 patience=1, factor=0.1, monitor="val_loss", min_delta=100, verbose=1
@@ -655,7 +663,7 @@ def test_verbose_messages_as_native(which):
         with contextlib.redirect_stdout(out):
             fit([callback], lr=0.1, epochs=2, **VAL_RUN)
         printed[side] = [line for line in out.getvalue().splitlines() if which in line]
-    assert printed["bridged"] == printed["native"]
+    assert printed["bridged"] == printed["native"] == printed["loop"]
     if which == "ReduceLROnPlateau":
         assert len(printed["native"]) == 1
         head, rate = printed["native"][0].rstrip(".").rsplit(" ", 1)
@@ -689,10 +697,10 @@ def test_learning_rate_scheduler_sets_the_rate(schedule, initial, epochs, logged
         lr=initial,
     )
     lr = _final_lr(runs)
-    assert lr["bridged"] == lr["native"]  # both a float32 variable read back
+    assert lr["bridged"] == lr["native"] == lr["loop"]  # both a float32 variable read back
     assert lr["native"] == pytest.approx(logged[-1], rel=1e-6)
     native = _history(runs["native"][0])
-    assert _history(runs["bridged"][0]) == native
+    assert _history(runs["bridged"][0]) == native == _history(runs["loop"][0])
     assert native[1][LR_KEY] == pytest.approx(logged, rel=1e-5)
 
 
@@ -701,7 +709,7 @@ def test_csv_logger_instance_reused_with_append(tmp_path):
     """csv_logger_test.py ``test_CSVLogger`` cases 1-3: a tab-separated file, then one
     ``append=True`` instance over two runs (1 epoch, then 2): one header, 5 lines, the same rows."""
     texts, rows = {}, {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         path = str(tmp_path / f"{side}.tsv")
         run = {"batch_size": 2, "steps_per_epoch": 2, "val": [1.0, 3.0]}
         fit([keras.callbacks.CSVLogger(path, separator="\t")], np.arange(4), epochs=1, **run)
@@ -712,13 +720,13 @@ def test_csv_logger_instance_reused_with_append(tmp_path):
             texts[side] = f.read()
         reader = csv.DictReader(io.StringIO(texts[side]), delimiter="\t")
         rows[side] = [(r["epoch"], float(r["loss"]), float(r["val_loss"])) for r in reader]
-    assert texts["bridged"] == texts["native"]
+    assert texts["bridged"] == texts["native"] == texts["loop"]
     lines = texts["native"].splitlines()
     assert len(lines) == 5 and texts["native"].count("epoch") == 1
     assert all(line.count("\t") == 2 for line in lines)
     assert csv.Sniffer().sniff(texts["native"]).delimiter == "\t"
     # x = 0..3: (0 + 1 + 4 + 9) / 4; x = 2..5: (4 + 9 + 16 + 25) / 4; val (1 + 9) / 2
-    assert rows["bridged"] == rows["native"] == [
+    assert rows["bridged"] == rows["native"] == rows["loop"] == [
         ("0", 3.5, 5.0),
         ("0", 3.5, 5.0),
         ("0", 13.5, 5.0),
@@ -730,14 +738,14 @@ def test_csv_logger_logs_nan_when_terminated(tmp_path):
     """csv_logger_test.py ``test_stop_training_csv`` (NaN flavour; the inf one is in
     test_keras_callbacks_ported): the row of the stopped epoch holds ``nan``."""
     values = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         path = str(tmp_path / f"{side}.csv")
         callbacks = [keras.callbacks.TerminateOnNaN(), keras.callbacks.CSVLogger(path)]
         # lr != 0 freezes the native kernel (a NaN gradient times 0.0 would make it NaN)
         fit(callbacks, [1.0, np.nan, 3.0, 4.0], batch_size=2, epochs=5, steps_per_epoch=2, lr=0.5)
         with open(path) as f:
             values[side] = [row for row in csv.reader(f) if row]
-    assert values["bridged"] == values["native"]
+    assert values["bridged"] == values["native"] == values["loop"]
     assert len(values["native"]) == 2 and "nan" in values["native"][-1]
 
 
@@ -751,7 +759,7 @@ def test_terminate_on_nan_graceful_stop_or_normal_training(x, epochs_run, steps_
     """terminate_on_nan_test.py ``test_terminate_on_nan_graceful_stop`` (an inf loss at the
     first batch: one epoch of one step) and ``test_normal_training_does_not_raise`` (2 epochs)."""
     outcome = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         history, rec = keras.callbacks.History(), Recorder()
         fit(
             [keras.callbacks.TerminateOnNaN(), history, rec],
@@ -762,7 +770,7 @@ def test_terminate_on_nan_graceful_stop_or_normal_training(x, epochs_run, steps_
             lr=0.5,
         )
         outcome[side] = (_history([history]), rec.events)
-    assert outcome["bridged"] == outcome["native"]
+    assert outcome["bridged"] == outcome["native"] == outcome["loop"]
     (epochs, logs), events = outcome["native"]
     assert (len(epochs), [e[0] for e in events].count("train_batch_end")) == (epochs_run, steps_run)
     assert math.isinf(logs["loss"][0]) == (x[0] == np.inf)
@@ -777,13 +785,13 @@ def test_terminate_on_nan_raise_error_at_a_later_batch():
     ``test_raise_error_terminate_does_not_trigger_on_train_end``: a RuntimeError naming batch 1
     propagates; no ``on_train_end``."""
     events = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         rec = Recorder()
         callbacks = [rec, keras.callbacks.TerminateOnNaN(raise_error=True)]
         with pytest.raises(RuntimeError, match="NaN or Inf loss encountered at batch 1"):
             fit(callbacks, [1.0, np.inf], batch_size=1, epochs=1, steps_per_epoch=2, lr=0.5)
         events[side] = rec.events
-    assert events["bridged"] == events["native"]
+    assert events["bridged"] == events["native"] == events["loop"]
     assert [e[0] for e in events["native"]][-2:] == ["train_batch_begin", "train_batch_end"]
     assert "train_end" not in [e[0] for e in events["native"]]
 
@@ -793,7 +801,7 @@ def test_lambda_callback_with_batches_and_extra_kwargs():
     """lambda_callback_test.py ``test_lambda_callback_with_batches`` (train batch begin and end,
     with validation), ``test_lambda_callback_no_args`` and
     ``test_lambda_callback_with_additional_kwargs``."""
-    calls = {"native": [], "bridged": []}
+    calls = {"native": [], "bridged": [], "loop": []}
 
     def make(side):
         def note(name):
@@ -809,9 +817,9 @@ def test_lambda_callback_with_batches_and_extra_kwargs():
         return [keras.callbacks.LambdaCallback(), extra, batches]
 
     x = np.arange(16)
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         fit(make(side), x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
-    assert calls["bridged"] == calls["native"]
+    assert calls["bridged"] == calls["native"] == calls["loop"]
     assert len(calls["native"]) == 40
     # running means of x**2: (0 + 1 + 4 + 9) / 4, then (14 + 16 + 25 + 36 + 49) / 8
     assert calls["native"][:4] == [
@@ -850,7 +858,7 @@ def test_lambda_callback_on_test_begin_in_evaluate():
 def test_model_state_is_current_at_batch_end():
     """callback_test.py ``test_model_state_is_current_on_epoch_end``: at ``on_batch_end`` the
     step has run (here: ``optimizer.iterations``, the global step bridged) = steps so far."""
-    seen = {"native": [], "bridged": []}
+    seen = {"native": [], "bridged": [], "loop": []}
 
     def make(side):
         return keras.callbacks.LambdaCallback(
@@ -869,9 +877,9 @@ def test_model_state_is_current_at_batch_end():
         def on_train_begin(self, logs=None):
             side_model[self.side] = self.model
 
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         fit([Grab(side), make(side)], np.arange(8), batch_size=2, epochs=2, steps_per_epoch=4)
-    assert seen["bridged"] == seen["native"]
+    assert seen["bridged"] == seen["native"] == seen["loop"]
     assert seen["native"] == [(b % 4, b + 1) for b in range(8)]
 
 
@@ -904,7 +912,7 @@ def _tensorboard_both(tmp_path, runs=1, others=(), **tb_kwargs):
     """{side: logdir}: one TensorBoard instance per side over ``runs`` runs with validation,
     beside new instances of the ``others`` classes."""
     logdirs = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         logdirs[side] = str(tmp_path / side)
         callback = keras.callbacks.TensorBoard(logdirs[side], **tb_kwargs)
         for _ in range(runs):
@@ -928,7 +936,7 @@ def test_tensorboard_across_invocations(tmp_path):
     native, bridged = _documented_tf_keras_difference(
         _event_scalars(logdirs["native"]), _event_scalars(logdirs["bridged"])
     )
-    assert bridged == native
+    assert bridged == native == _event_scalars(logdirs["loop"])
     expected = [
         ("train", "epoch_loss", 0, 7.5),
         ("train", "epoch_loss", 1, 7.5),
@@ -956,7 +964,7 @@ def test_tensorboard_batch_metrics(tmp_path, listener):
     native, bridged = _documented_tf_keras_difference(
         _event_scalars(logdirs["native"]), _event_scalars(logdirs["bridged"])
     )
-    assert bridged == native
+    assert bridged == native == _event_scalars(logdirs["loop"])
     batch = [(s[2], s[3]) for s in native if s[1] == "batch_loss"]
     written = KERAS3 or listener
     assert batch == ([(1, 2.5), (2, 7.5), (3, 2.5), (4, 7.5)] if written else [])
@@ -980,7 +988,7 @@ def test_tensorboard_global_step_and_steps_per_second(tmp_path):
             for run, tag, step, value in rows
         ]
     native, bridged = _documented_tf_keras_difference(scalars["native"], scalars["bridged"])
-    assert bridged == native
+    assert bridged == native == scalars["loop"]
     steps = {tag: [s[2] for s in native if s[1] == tag] for tag in {s[1] for s in native}}
     assert steps["batch_steps_per_second"] == steps["batch_loss"] == [1, 2, 3, 4]
     assert steps["epoch_steps_per_second"] == [0, 1]
@@ -991,7 +999,7 @@ def test_tensorboard_no_spurious_event_files(tmp_path):
     """tensorboard_test.py ``test_TensorBoard_no_spurious_event_files``: without validation the
     only run directory with event files is ``train``."""
     runs = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         logdir = str(tmp_path / side)
         fit([keras.callbacks.TensorBoard(logdir)], np.arange(1, 5), batch_size=2, epochs=2)
         runs[side] = sorted(
@@ -999,7 +1007,7 @@ def test_tensorboard_no_spurious_event_files(tmp_path):
             for d, _, files in os.walk(logdir)
             if any(f.startswith("events.out.") for f in files)
         )
-    assert runs["bridged"] == runs["native"] == ["train"]
+    assert runs["bridged"] == runs["native"] == runs["loop"] == ["train"]
 
 
 def test_tensorboard_weight_histograms(tmp_path):
@@ -1008,7 +1016,7 @@ def test_tensorboard_weight_histograms(tmp_path):
     with the same buckets (CallbackHook: from the graph's model variables, one layer per scope;
     the tag is the variable's name where fit's is the Keras layer's)."""
     logdirs = {}
-    for side, fit in (("native", native_fit), ("bridged", bridged_fit)):
+    for side, fit in SIDES:
         logdirs[side] = str(tmp_path / side)
         extra = {"size_fn": _kernel} if side == "bridged" else {}
         callback = keras.callbacks.TensorBoard(logdirs[side], histogram_freq=1)
@@ -1017,7 +1025,8 @@ def test_tensorboard_weight_histograms(tmp_path):
     native, bridged = _documented_tf_keras_difference(
         _event_scalars(logdirs["native"]), _event_scalars(logdirs["bridged"])
     )
-    assert bridged == native and ("train", "epoch_loss", 0, 7.5) in native
+    assert bridged == native == _event_scalars(logdirs["loop"])
+    assert ("train", "epoch_loss", 0, 7.5) in native
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     histograms = {}
@@ -1030,7 +1039,7 @@ def test_tensorboard_weight_histograms(tmp_path):
             (e.step, tf.make_ndarray(e.tensor_proto).tolist()) for e in acc.Tensors(tag)
         ]
     assert [s for s, _ in histograms["native"]] == [0, 1]
-    assert histograms["bridged"] == histograms["native"]
+    assert histograms["bridged"] == histograms["native"] == histograms["loop"]
 
 
 def _histogram_tags(logdir: str) -> list:

@@ -23,7 +23,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from hookbridge import _exact
+from hookbridge import _exact, _tfcompat
 from hookbridge._loop import data as _data
 from hookbridge._loop.data import KERAS3
 from hookbridge._loop.logs import EpochLogs
@@ -166,6 +166,15 @@ class CallbackLoop:
         self._batch_size: int | None = None
         self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
         self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
+        # tf_keras / Keras 2's fit counts the steps it ran in these model variables (its
+        # TensorBoard's batch step): the loop counts them as fit does. Keras 3 has none.
+        self._counters = [
+            None if KERAS3 else getattr(model, name, None)
+            for name in (
+                _tfcompat.KERAS_TRAIN_COUNTER_ATTRIBUTE,
+                _tfcompat.KERAS_TEST_COUNTER_ATTRIBUTE,
+            )
+        ]
 
     # -- the training ------------------------------------------------------------------------
     def __enter__(self) -> CallbackLoop:
@@ -176,6 +185,7 @@ class CallbackLoop:
             self._saved_optimizer = getattr(self.model, "optimizer", _data.END)
             self.model.optimizer = self._optimizer
         self.model.stop_training = False
+        self._count(0, reset=True)
         self.callbacks.on_train_begin()
         return self
 
@@ -311,6 +321,7 @@ class CallbackLoop:
         # when the data ended inside it; tf_keras / Keras 2 report the last step run.
         end = self._step + (self.steps_per_execution if KERAS3 and ran > 0 else ran) - 1
         self._step += ran
+        self._count(0, ran)
         with _exact.publishing(self.model, self._train_logs.raw):  # HookCallback's loss:0
             self.callbacks.on_train_batch_end(end, dict(self._last_logs))
         return self._last_logs
@@ -322,6 +333,18 @@ class CallbackLoop:
                 f"CallbackLoop.{what} runs inside `with loop:` (on_train_begin ... "
                 f"on_train_end); the loop is {self._state}."
             )
+
+    def _count(self, which: int, steps: int = 0, reset: bool = False) -> None:
+        """tf_keras / Keras 2: ``_train_counter`` (``which`` 0) or ``_test_counter`` (1) set to
+        0 as ``fit`` / its validation begin, then advanced by the steps run, before the batch
+        callbacks (fit's train / test function counts inside the step)."""
+        counter = self._counters[which]
+        if counter is None or not hasattr(counter, "assign_add"):
+            return
+        if reset:
+            counter.assign(0)
+        else:
+            counter.assign_add(steps)
 
     def _ran_out(self, began: bool) -> None:
         """The data ended inside the epoch, before ``steps_per_epoch`` steps or with its size
@@ -360,6 +383,7 @@ class CallbackLoop:
     def _validate(self) -> dict[str, float]:
         assert self.validation_step is not None and self.validation_data is not None
         self._val_logs.reset()
+        self._count(1, reset=True)
         self.callbacks.on_test_begin()
         logs: dict[str, float] = {}
         for step, batch in enumerate(self.validation_data):
@@ -367,6 +391,7 @@ class CallbackLoop:
                 break
             self.callbacks.on_test_batch_begin(step)
             logs = self._val_logs.add(self.validation_step(batch), _data.batch_size(batch))
+            self._count(1, 1)
             self.callbacks.on_test_batch_end(step, dict(logs))
         logs = self._val_logs.result() if logs else {}
         self.callbacks.on_test_end(dict(logs))

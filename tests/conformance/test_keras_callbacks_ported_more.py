@@ -50,6 +50,8 @@ KERAS215 = tf.__version__.startswith("2.15.")
 LR_KEY = "learning_rate" if KERAS3 else "lr"
 #: each scenario natively in fit, bridged (CallbackHook) and in a custom loop (CallbackLoop)
 SIDES = (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit))
+
+
 # -- helpers ---------------------------------------------------------------------------------------
 def _kernel(batch):
     """``bridged_fit``'s ``size_fn`` that also builds the oracle's kernel in the graph: a trainable
@@ -370,9 +372,7 @@ def test_early_stopping_restores_best_weights(losses, kwargs, stop_at, trained, 
         expected = 4.0 if KERAS215 else 3.0
 
     def make(side):
-        stopper = keras.callbacks.EarlyStopping(
-            monitor="loss", restore_best_weights=True, **kwargs
-        )
+        stopper = keras.callbacks.EarlyStopping(monitor="loss", restore_best_weights=True, **kwargs)
         others = [] if stop_at is None else [StopAt(stop_at)]
         return [Stamp(), stopper, *others, WeightsAtEnd(), keras.callbacks.History()]
 
@@ -726,12 +726,17 @@ def test_csv_logger_instance_reused_with_append(tmp_path):
     assert all(line.count("\t") == 2 for line in lines)
     assert csv.Sniffer().sniff(texts["native"]).delimiter == "\t"
     # x = 0..3: (0 + 1 + 4 + 9) / 4; x = 2..5: (4 + 9 + 16 + 25) / 4; val (1 + 9) / 2
-    assert rows["bridged"] == rows["native"] == rows["loop"] == [
-        ("0", 3.5, 5.0),
-        ("0", 3.5, 5.0),
-        ("0", 13.5, 5.0),
-        ("1", 13.5, 5.0),
-    ]
+    assert (
+        rows["bridged"]
+        == rows["native"]
+        == rows["loop"]
+        == [
+            ("0", 3.5, 5.0),
+            ("0", 3.5, 5.0),
+            ("0", 13.5, 5.0),
+            ("1", 13.5, 5.0),
+        ]
+    )
 
 
 def test_csv_logger_logs_nan_when_terminated(tmp_path):

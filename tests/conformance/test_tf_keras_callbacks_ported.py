@@ -133,10 +133,77 @@ def bridged(
     return steps, end_lr[0]
 
 
+def looped(
+    callbacks,
+    x=X,
+    *,
+    epochs=2,
+    spe=5,
+    metrics=True,
+    val=None,
+    verbose=0,
+    lr=0.0,
+    model=None,
+    metric_objects=None,
+    **loop_kw,
+):
+    """``native``'s training as a custom loop through ``hookbridge.CallbackLoop``: the same
+    model and batches, a ``GradientTape`` step returning the loss, the compiled metrics
+    (``zeta``, ``alpha``; or ``metric_objects``) updated by the step and given as ``metrics=``;
+    returns the model, as ``native``."""
+    model = model or _model(metrics, lr)
+    if metric_objects is None:
+        metric_objects = (
+            [keras.metrics.MeanSquaredError(name="zeta"), keras.metrics.MeanAbsoluteError("alpha")]
+            if metrics
+            else []
+        )
+    loss_fn = keras.losses.MeanSquaredError()
+
+    def logs(features, targets, predictions):
+        for metric in metric_objects:
+            metric.update_state(targets, predictions)
+        return {"loss": loss_fn(targets, predictions)}
+
+    def train_step(features, targets):
+        with tf.GradientTape() as tape:
+            predictions = model(features, training=True)
+            loss = loss_fn(targets, predictions)
+        if model.trainable_variables:  # fit skips the optimizer with nothing to train
+            grads = tape.gradient(loss, model.trainable_variables)
+            model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return logs(features, targets, predictions)
+
+    if val is not None:  # fit batches the arrays by 32: one batch here
+        loop_kw["validation_data"] = [(_data(val), np.zeros_like(_data(val)))]
+        loop_kw["validation_step"] = lambda batch: logs(*batch, model(batch[0]))
+    ds = _batches(x, 2).map(lambda b: (b, tf.zeros_like(b))).repeat(epochs)
+    loop = hookbridge.CallbackLoop(
+        model,
+        callbacks,
+        data=ds,
+        epochs=epochs,
+        steps_per_epoch=spe,
+        verbose=verbose,
+        metrics=metric_objects,
+        **loop_kw,
+    )
+    with loop:
+        for _ in loop.epochs():
+            for features, targets in loop.steps():
+                loop.step_end(train_step(features, targets))
+    return model
+
+
+#: each scenario natively in fit, bridged (CallbackHook) and in a custom loop (CallbackLoop)
+SIDES = (("native", native), ("bridged", bridged), ("loop", looped))
+
+
 def _both(make, **kw):
-    """{side: (callbacks, result)} for ``make(side)`` run natively and bridged."""
+    """{side: (callbacks, result)} for ``make(side)`` run natively, bridged and in a custom
+    loop (``loop``)."""
     out = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         callbacks = make(side)
         out[side] = (callbacks, run(callbacks, **kw))
     return out
@@ -165,7 +232,7 @@ def test_log_keys_in_the_order_keras_gives_them():
     sorts them. Seen by a callback, ProgbarLogger's line and EarlyStopping's warning."""
     results = _both(lambda side: [KeyOrder()], val=[1.0, 2.0])
     orders = {side: cbs[0].seen for side, (cbs, _) in results.items()}
-    assert orders["bridged"] == orders["native"]
+    assert orders["bridged"] == orders["native"] == orders["loop"]
     epoch_keys = next(k for kind, k in orders["native"] if kind == "epoch")
     train = ["loss", "zeta", "alpha"]
     expected = train + [f"val_{k}" for k in train]
@@ -175,13 +242,13 @@ def test_log_keys_in_the_order_keras_gives_them():
 def test_early_stopping_available_metrics_warning_lists_keras_order(caplog):
     """EarlyStopping on a missing monitor lists the available metrics in the logs' order."""
     messages = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         with _tf_log() as records:
             with pytest.warns(UserWarning) if KERAS3 else contextlib.nullcontext() as caught:
                 run([keras.callbacks.EarlyStopping(monitor="nope", mode="min")], epochs=1)
         texts = [str(w.message) for w in caught] if KERAS3 else records
         messages[side] = [t for t in texts if "nope" in t]
-    assert messages["native"] and messages["bridged"] == messages["native"]
+    assert messages["native"] and messages["bridged"] == messages["native"] == messages["loop"]
 
 
 # -- item 2: logs that are not running means --
@@ -237,10 +304,12 @@ def test_stateful_running_total_reduced_as_declared(reduction, batch_listener):
         logs_fn=_total_logs(reduction),
         log_reductions={"total": reduction},
     )
+    lop = make()
+    looped(lop, x, epochs=1, spe=2, metrics=False, metric_objects=[Total()])
     assert nat[0].history["total"] == [7.0]
-    assert bri[0].history == nat[0].history
+    assert bri[0].history == nat[0].history == lop[0].history
     if batch_listener:
-        assert bri[1].events == nat[1].events
+        assert bri[1].events == nat[1].events == lop[1].events
     default = []
     bridged(
         [keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: default.append(logs))],
@@ -274,6 +343,9 @@ def test_resumed_past_the_last_epoch_trains_nothing(tmp_path):
     steps, _ = bridged([rec], checkpoint_dir=str(tmp_path))
     assert steps == 0
     assert rec.events == nat.events == [("train_begin", {}), ("train_end", {})]
+    lop = Recorder()
+    looped([lop], epochs=2, initial_epoch=2)
+    assert lop.events == nat.events
 
 
 # -- item 6: one logs dict per event, shared --
@@ -307,7 +379,7 @@ def test_a_callback_sees_what_an_earlier_one_wrote_into_the_logs():
     results = _both(lambda side: [Writer(), Reader()])
     seen = {side: cbs[1].seen for side, (cbs, _) in results.items()}
     assert seen["native"][:3] == [("begin", 0), ("end", 0), ("begin", 1)]
-    assert seen["bridged"] == seen["native"]
+    assert seen["bridged"] == seen["native"] == seen["loop"]
 
 
 # -- item 7: tf_keras's slow-callback warning --
@@ -344,7 +416,7 @@ def test_slow_callback_warning_as_tf_keras_emits_it():
     """tf_keras (not Keras 3) warns once per run when a batch method is slower than the batch
     (the first 5 timed batches), naming the method; here ``on_train_batch_end``."""
     seen = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         with _tf_log() as records:
             run([Slow()])
         seen[side] = _normalized(records, "is slow compared to the batch time")
@@ -357,13 +429,13 @@ def test_slow_callback_warning_as_tf_keras_emits_it():
         ]
     )
     assert seen["native"] == expected
-    assert seen["bridged"] == seen["native"]
+    assert seen["bridged"] == seen["native"] == seen["loop"]
 
 
 def test_default_callbacks_no_warning():
     """test_default_callbacks_no_warning: Keras's own callbacks are never timed (tf_keras's
     ``globals()`` check), so no warning, even with a progress bar (a batch listener)."""
-    for run in (native, bridged):
+    for run in (native, bridged, looped):
         with _tf_log() as records:
             run([keras.callbacks.TerminateOnNaN(), keras.callbacks.History()], verbose=1)
         assert _normalized(records, "is slow compared") == []
@@ -381,14 +453,14 @@ def _progbar_text(text: str) -> str:
 @pytest.mark.parametrize("verbose", [1, 2])
 def test_verbose_prints_progress_as_fit(capsys, verbose):
     out = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         run([], verbose=verbose, val=[1.0, 2.0])
         lines = _progbar_text(capsys.readouterr().out).splitlines()
         # intermediate lines are printed when enough time passed (Progbar's interval): only the
         # headers and the epochs' last lines are deterministic
         out[side] = "\n".join(line for line in lines if line.startswith(("Epoch", "5/5")))
     assert "loss" in out["native"] and "Epoch 2/2" in out["native"]
-    assert out["bridged"] == out["native"]
+    assert out["bridged"] == out["native"] == out["loop"]
 
 
 def test_verbose_0_prints_nothing_and_a_given_progbar_is_not_doubled(capsys):
@@ -443,6 +515,7 @@ def test_callback_hooks_are_called_in_fit():
     native_counts = dict(counts["native"])
     assert native_counts == native_expected
     assert counts["bridged"] == expected
+    assert counts["loop"] == native_expected
 
 
 # -- KerasCallbacksTest ---------------------------------------------------------------------------
@@ -464,8 +537,19 @@ def test_progbar_logging_with_stateful_metrics(capsys):
         log_reductions={"total": "last"},
     )
     out["bridged"] = _progbar_text(capsys.readouterr().out)
+    looped(
+        [],
+        [1.0, 2.0, 3.0, 1.0],
+        epochs=1,
+        spe=2,
+        metrics=False,
+        verbose=2,
+        model=_model(False),
+        metric_objects=[Total()],
+    )
+    out["loop"] = _progbar_text(capsys.readouterr().out)
     assert "total: 7.0000" in out["native"]
-    assert out["bridged"] == out["native"]
+    assert out["bridged"] == out["native"] == out["loop"] == out["loop"]
 
 
 def test_EarlyStopping_patience():
@@ -476,8 +560,10 @@ def test_EarlyStopping_patience():
     )
     ends = {s: [e[1] for e in c[1].events if e[0] == "epoch_end"] for s, (c, _) in results.items()}
     assert ends["native"] == [0, 1, 2]
-    assert ends["bridged"] == ends["native"]
-    assert results["native"][0][0].stopped_epoch == results["bridged"][0][0].stopped_epoch == 2
+    assert ends["bridged"] == ends["native"] == ends["loop"]
+    assert ends["loop"] == ends["native"]
+    stopped = {side: cbs[0].stopped_epoch for side, (cbs, _) in results.items()}
+    assert stopped == {"native": 2, "bridged": 2, "loop": 2}
 
 
 def test_EarlyStopping_baseline():
@@ -486,14 +572,14 @@ def test_EarlyStopping_baseline():
         epochs=4,
     )
     ends = {s: [e[1] for e in c[1].events if e[0] == "epoch_end"] for s, (c, _) in results.items()}
-    assert ends["native"] == [0, 1] and ends["bridged"] == ends["native"]
+    assert ends["native"] == [0, 1] and ends["bridged"] == ends["native"] == ends["loop"]
 
 
 def test_ModelCheckpoint_save_best_only_and_epoch_files(tmp_path):
     """test_ModelCheckpoint: one file per epoch with ``{epoch:02d}``; ``save_best_only`` keeps
     the first (the loss never improves)."""
     files = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         d = tmp_path / side
         d.mkdir()
         every = keras.callbacks.ModelCheckpoint(
@@ -513,7 +599,7 @@ def test_ModelCheckpoint_save_best_only_and_epoch_files(tmp_path):
         "every.02.weights.h5",
         "every.03.weights.h5",
     ]
-    assert files["bridged"] == files["native"]
+    assert files["bridged"] == files["native"] == files["loop"]
 
 
 def test_ReduceLROnPlateau():
@@ -531,9 +617,10 @@ def test_ReduceLROnPlateau():
         s: [round(float(e[2].get(LR_KEY, -1)), 6) for e in c[1].events if e[0] == "epoch_end"]
         for s, (c, _) in results.items()
     }
-    assert lrs["bridged"] == lrs["native"]
+    assert lrs["bridged"] == lrs["native"] == lrs["loop"]
     native_lr = float(keras.backend.get_value(results["native"][1].optimizer.learning_rate))
     assert results["bridged"][1][1] == pytest.approx(native_lr)
+    assert float(keras.backend.get_value(results["loop"][1].optimizer.learning_rate)) == native_lr
     assert native_lr < 0.1
 
 
@@ -547,20 +634,21 @@ def test_LearningRateScheduler():
     native_lr = float(keras.backend.get_value(results["native"][1].optimizer.learning_rate))
     assert native_lr == pytest.approx(1.0 / 3.0)
     assert results["bridged"][1][1] == pytest.approx(native_lr)
+    assert float(keras.backend.get_value(results["loop"][1].optimizer.learning_rate)) == native_lr
 
 
 def test_CSVLogger_rows_and_append(tmp_path):
     """test_CSVLogger: a header then one row per epoch; ``append=True`` adds rows to the file
     without a second header."""
     rows = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         path = str(tmp_path / f"{side}.csv")
         run([keras.callbacks.CSVLogger(path)], val=[1.0, 2.0])
         run([keras.callbacks.CSVLogger(path, append=True)], epochs=1, val=[1.0, 2.0])
         with open(path) as f:
             rows[side] = list(csv.reader(f))
     assert len(rows["native"]) == 4 and rows["native"][0][0] == "epoch"
-    assert _csv_values(rows["bridged"]) == _csv_values(rows["native"])
+    assert _csv_values(rows["bridged"]) == _csv_values(rows["native"]) == _csv_values(rows["loop"])
 
 
 def _csv_values(rows):
@@ -580,13 +668,15 @@ def test_csv_values_are_float64_means_documented(tmp_path):
     """The documented difference (docs/limits.md): the same means, printed from float64 by the
     bridge, from float32 by Keras; equal to float32 precision."""
     rows = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         path = str(tmp_path / f"{side}.csv")
         run([keras.callbacks.CSVLogger(path)], epochs=1)
         with open(path) as f:
             rows[side] = next(csv.DictReader(f))
     assert rows["bridged"]["loss"] == repr(float(np.mean(np.square(X))))  # float64: 4.925
     assert float(rows["native"]["loss"]) == pytest.approx(float(rows["bridged"]["loss"]), rel=1e-6)
+    # CallbackLoop sums in Python floats too (docs/custom-loops.md, limits)
+    assert rows["loop"]["loss"] == rows["bridged"]["loss"]
 
 
 def test_TerminateOnNaN():
@@ -596,13 +686,13 @@ def test_TerminateOnNaN():
     events = {s: c[1].events for s, (c, _) in results.items()}
     ends = [e for e in events["native"] if e[0] == "train_batch_end"]
     assert len(ends) == 3 and math.isnan(ends[-1][2]["loss"])
-    assert repr(events["bridged"]) == repr(events["native"])
+    assert repr(events["bridged"]) == repr(events["native"]) == repr(events["loop"])
 
 
 def test_LambdaCallback():
     """test_LambdaCallback: its functions called as the events come."""
     seen = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         log = []
         run(
             [
@@ -616,7 +706,7 @@ def test_LambdaCallback():
             ]
         )
         seen[side] = log
-    assert seen["native"][-1] == "done" and seen["bridged"] == seen["native"]
+    assert seen["native"][-1] == "done" and seen["bridged"] == seen["native"] == seen["loop"]
 
 
 class _Collect(http.server.BaseHTTPRequestHandler):
@@ -642,7 +732,7 @@ def test_RemoteMonitor(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     payloads = {}
     try:
-        for side, run in (("native", native), ("bridged", bridged)):
+        for side, run in SIDES:
             _Collect.received = []
             run([keras.callbacks.RemoteMonitor(root=root, send_as_json=True)], val=[1.0, 2.0])
             payloads[side] = [list(json.loads(body)) for body in _Collect.received]
@@ -651,7 +741,7 @@ def test_RemoteMonitor(monkeypatch):
         server.server_close()
         thread.join(5)
     assert len(payloads["native"]) == 2
-    assert payloads["bridged"] == payloads["native"]
+    assert payloads["bridged"] == payloads["native"] == payloads["loop"]
 
 
 def test_TensorBoard_epoch_scalars(tmp_path):
@@ -661,7 +751,7 @@ def test_TensorBoard_epoch_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     scalars = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         run([keras.callbacks.TensorBoard(str(tmp_path / side))])
         acc = EventAccumulator(str(tmp_path / side / "train"), size_guidance={"tensors": 0})
         acc.Reload()
@@ -671,7 +761,7 @@ def test_TensorBoard_epoch_scalars(tmp_path):
             if tag in ("epoch_loss", "epoch_zeta", "epoch_alpha")
         }
     assert set(scalars["native"]) == {"epoch_loss", "epoch_zeta", "epoch_alpha"}
-    assert scalars["bridged"] == scalars["native"]
+    assert scalars["bridged"] == scalars["native"] == scalars["loop"]
 
 
 def test_stop_training_csv(tmp_path):
@@ -683,13 +773,13 @@ def test_stop_training_csv(tmp_path):
                 self.model.stop_training = True
 
     rows = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         path = str(tmp_path / f"{side}.csv")
         run([StopAtBatch(), keras.callbacks.CSVLogger(path)], epochs=3)
         with open(path) as f:
             rows[side] = list(csv.reader(f))
     assert len(rows["native"]) == 2
-    assert _csv_values(rows["bridged"]) == _csv_values(rows["native"])
+    assert _csv_values(rows["bridged"]) == _csv_values(rows["native"]) == _csv_values(rows["loop"])
 
 
 # -- test_ModelCheckpoint's cases (weights files) ----------------------------------------------
@@ -726,7 +816,7 @@ def test_ModelCheckpoint_cases(tmp_path, case):
     if case == "period_2" and KERAS3:
         pytest.skip("Keras 3's ModelCheckpoint has no `period`")
     files = {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         d = tmp_path / side
         d.mkdir()
         callback = keras.callbacks.ModelCheckpoint(str(d / name), save_weights_only=True, **kwargs)
@@ -746,14 +836,14 @@ def test_ModelCheckpoint_cases(tmp_path, case):
         assert len(files["native"]) == 20
     else:
         assert files["native"] == expected[case]
-    assert files["bridged"] == files["native"]
+    assert files["bridged"] == files["native"] == files["loop"]
 
 
 def test_LearningRateScheduler_verbose_and_halving(capsys):
     """test_LearningRateScheduler: ``verbose=1`` prints the rate it sets; a two-argument schedule
     ``lambda epoch, lr: lr / 2`` reads the current rate (0.1 -> 0.025 after two epochs)."""
     out, lrs = {}, {}
-    for side, run in (("native", native), ("bridged", bridged)):
+    for side, run in SIDES:
         result = run(
             [keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2, verbose=1)], lr=0.1
         )
@@ -765,8 +855,9 @@ def test_LearningRateScheduler_verbose_and_halving(capsys):
             if side == "bridged"
             else float(keras.backend.get_value(result.optimizer.learning_rate))
         )
-    assert len(out["native"]) == 2 and out["bridged"] == out["native"]
+    assert len(out["native"]) == 2 and out["bridged"] == out["native"] == out["loop"]
     assert lrs["native"] == pytest.approx(0.025) and lrs["bridged"] == pytest.approx(0.025)
+    assert lrs["loop"] == lrs["native"]
 
 
 def test_EarlyStopping_with_start_from_epoch():
@@ -780,4 +871,4 @@ def test_EarlyStopping_with_start_from_epoch():
         epochs=8,
     )
     ends = {s: [e[1] for e in c[1].events if e[0] == "epoch_end"] for s, (c, _) in results.items()}
-    assert len(ends["native"]) < 8 and ends["bridged"] == ends["native"]
+    assert len(ends["native"]) < 8 and ends["bridged"] == ends["native"] == ends["loop"]

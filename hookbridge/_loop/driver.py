@@ -31,7 +31,6 @@ from hookbridge._loop.logs import EpochLogs
 keras = tf.keras
 
 
-
 class CallbackLoop:
     """Runs Keras callbacks (and, through ``HookCallback``, TF1 hooks) around a custom loop.
 
@@ -121,8 +120,9 @@ class CallbackLoop:
         for name, value in (("epochs", epochs), ("initial_epoch", initial_epoch)):
             if int(value) != value or value < 0:
                 raise ValueError(f"CallbackLoop: {name}={value!r} must be an integer >= 0.")
-        if steps_per_epoch is not None and (int(steps_per_epoch) != steps_per_epoch
-                                            or steps_per_epoch < 1):
+        if steps_per_epoch is not None and (
+            int(steps_per_epoch) != steps_per_epoch or steps_per_epoch < 1
+        ):
             raise ValueError(
                 f"CallbackLoop: steps_per_epoch={steps_per_epoch!r} must be a positive integer "
                 "or None (each epoch runs to the end of the data)."
@@ -149,10 +149,26 @@ class CallbackLoop:
             )
         self._optimizer, self._saved_optimizer = optimizer, None
         self.callbacks = keras.callbacks.CallbackList(
-            list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
-            verbose=verbose, epochs=self.epochs_total,
+            list(callbacks or ()),
+            add_history=True,
+            add_progbar=verbose != 0,
+            model=model,
+            verbose=verbose,
+            epochs=self.epochs_total,
             steps=steps_per_epoch or (None if data is None else _data.known_batches(data, None)),
         )
+        # tf_keras / Keras 2's ProgbarLogger averages again every key not named by the model's
+        # metrics (fit's are): the loop's values are running means already, so it names them.
+        self._progbars = (
+            []
+            if KERAS3
+            else [
+                cb
+                for cb in self.callbacks.callbacks
+                if isinstance(cb, keras.callbacks.ProgbarLogger)
+            ]
+        )
+        self._stateful: set[str] = set()
         self.data = data
         self._train_logs = EpochLogs(metrics)
         self._val_logs = EpochLogs(metrics)
@@ -251,7 +267,9 @@ class CallbackLoop:
         read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
         k = self.steps_per_execution
         while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
-            wanted = k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
+            wanted = (
+                k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
+            )
             batches: list[Any] = []
             if iterator is not None and read_first:
                 batches = self._take(iterator, wanted)
@@ -322,6 +340,10 @@ class CallbackLoop:
         end = self._step + (self.steps_per_execution if KERAS3 and ran > 0 else ran) - 1
         self._step += ran
         self._count(0, ran)
+        if self._progbars and not self._stateful.issuperset(self._last_logs):
+            self._stateful.update(self._last_logs)
+            for progbar in self._progbars:
+                progbar.stateful_metrics = set(progbar.stateful_metrics) | self._stateful
         with _exact.publishing(self.model, self._train_logs.raw):  # HookCallback's loss:0
             self.callbacks.on_train_batch_end(end, dict(self._last_logs))
         return self._last_logs

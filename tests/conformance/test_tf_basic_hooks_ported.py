@@ -68,12 +68,30 @@ class EachRun(keras.callbacks.Callback):
         self.before("end")
 
 
-def bridged(hooks, runs, before=_nothing, model=None, scaffold=None, extra=()):
-    """``fit`` over ``runs`` Keras steps (fewer if a hook stops it): (runs made, final step)."""
+def bridged(
+    hooks, runs, before=_nothing, model=None, scaffold=None, extra=(), loop=False, per_call=1
+):
+    """``fit`` over ``runs`` Keras steps (fewer if a hook stops it): (runs made, final step).
+    ``loop=True``: the same in a custom loop (``CallbackLoop``, ``per_call`` steps per call)."""
     each = EachRun(before)
     callback = hookbridge.HookCallback(hooks, scaffold=scaffold)
-    model = fit(callback, steps=runs, model=model, extra=[each, *extra])
+    model = fit(
+        callback, steps=runs, model=model, extra=[each, *extra], loop=loop, per_call=per_call
+    )
     return each.runs, iterations(model)
+
+
+def looped(hooks, runs, **kwargs):
+    """:func:`bridged` in a custom loop: the hooks under HookCallback in a ``CallbackLoop``."""
+    return bridged(hooks, runs, loop=True, **kwargs)
+
+
+#: the three worlds: native (n), HookCallback in fit (b), HookCallback in a custom loop (l)
+WORLDS = ("n", "b", "l")
+
+
+def run_in(world):
+    return {"n": native, "b": bridged, "l": looped}[world]
 
 
 def _increment_graph(increment):
@@ -172,19 +190,21 @@ class Foo(train.SessionRunHook):
 def logged_twice(log, clock, hooks, runs, offsets, needle="foo"):
     """The ``needle`` messages of ``hooks`` (reused) over two native, then two bridged runs of
     ``runs`` steps each, TF's "Verify proper reset" (the second fit continues the model, from
-    iterations reset to 0): (native, bridged), each a list of two lists of (run, message)."""
-    native_logs, bridged_logs = [], []
+    iterations reset to 0), then two in a custom loop: (native, bridged, loop), each a list of two
+    lists of (run, message)."""
+    native_logs, bridged_logs, loop_logs = [], [], []
     for _ in range(2):
         clock.now = MOCK_START_TIME
         native(hooks, runs, before=at(clock, offsets, log))
         native_logs.append(log.take(needle))
-    model = make_model()
-    for _ in range(2):
-        clock.now = MOCK_START_TIME
-        model.optimizer.iterations.assign(0)
-        bridged(hooks, runs, before=at(clock, offsets, log), model=model)
-        bridged_logs.append(log.take(needle))
-    return native_logs, bridged_logs
+    for run, logs in ((bridged, bridged_logs), (looped, loop_logs)):
+        model = make_model()
+        for _ in range(2):
+            clock.now = MOCK_START_TIME
+            model.optimizer.iterations.assign(0)
+            run(hooks, runs, before=at(clock, offsets, log), model=model)
+            logs.append(log.take(needle))
+    return native_logs, bridged_logs, loop_logs
 
 
 def test_print_at_end_only(log, clock):
@@ -197,6 +217,8 @@ def test_print_at_end_only(log, clock):
     native_logs = log.take("foo")
     bridged(hooks, 3, before=at(clock, {}, log))
     assert log.take("foo") == native_logs == [("end", f"foo:0 = 42.0, {STEP} = 3")]
+    looped(hooks, 3, before=at(clock, {}, log))
+    assert log.take("foo") == native_logs
 
 
 def _every_n_steps(at_end):
@@ -219,9 +241,9 @@ def test_print_every_n_steps(log, clock, at_end):
         train.LoggingTensorHook(tensors=["foo:0", STEP], every_n_iter=10, at_end=at_end),
     ]
     offsets = {r: float(r) for r in range(1, 33)}
-    native_logs, bridged_logs = logged_twice(log, clock, hooks, 32, offsets)
+    native_logs, bridged_logs, loop_logs = logged_twice(log, clock, hooks, 32, offsets)
     expected = _every_n_steps(at_end)
-    assert bridged_logs == native_logs == [expected, expected]
+    assert bridged_logs == native_logs == loop_logs == [expected, expected]
 
 
 def test_print_first_step(log, clock):
@@ -232,6 +254,8 @@ def test_print_first_step(log, clock):
     native([Foo(), hook], 3, before=at(clock, offsets, log))
     native_logs = log.take("foo")
     bridged([Foo(), hook], 3, before=at(clock, offsets, log))
+    assert log.take("foo") == native_logs
+    looped([Foo(), hook], 3, before=at(clock, offsets, log))
     assert log.take("foo") == native_logs
     assert native_logs == [
         (1, "foo = 42.0, step = 0"),
@@ -250,11 +274,13 @@ def test_print_every_n_secs(log, clock, at_end):
         Foo(),
         train.LoggingTensorHook(tensors=["foo:0", STEP], every_n_secs=1.0, at_end=at_end),
     ]
-    native_logs, bridged_logs = logged_twice(log, clock, hooks, 3, {1: 0.0, 2: 0.0, 3: 1.0})
+    native_logs, bridged_logs, loop_logs = logged_twice(
+        log, clock, hooks, 3, {1: 0.0, 2: 0.0, 3: 1.0}
+    )
     expected = [(1, f"foo:0 = 42.0, {STEP} = 0"), (3, f"foo:0 = 42.0, {STEP} = 2 (1.000 sec)")]
     if at_end:
         expected.append(("end", f"foo:0 = 42.0, {STEP} = 3 (0.000 sec)"))
-    assert bridged_logs == native_logs == [expected, expected]
+    assert bridged_logs == native_logs == loop_logs == [expected, expected]
 
 
 def test_print_formatter(log, clock):
@@ -270,6 +296,8 @@ def test_print_formatter(log, clock):
     native_logs = log.take("qqq")
     bridged([Foo(), hook], 11, before=at(clock, {}, log))
     assert log.take("qqq") == native_logs == [(1, "qqq=42.0 step=0"), (11, "qqq=42.0 step=10")]
+    looped([Foo(), hook], 11, before=at(clock, {}, log))
+    assert log.take("qqq") == native_logs
 
 
 # -- StopAtStepTest -----------------------------------------------------------------------------
@@ -304,6 +332,7 @@ def test_stop_based_on_num_step(assigned, expected):
     keras_assigned = {run - 1: value for run, value in assigned.items()}  # 0-based batches
     bridged_result = bridged(hooks, 10, extra=[SetIterations(keras_assigned)])
     assert bridged_result == native_result == expected
+    assert looped(hooks, 10, extra=[SetIterations(keras_assigned)]) == native_result
 
 
 # -- StepCounterHookTest ------------------------------------------------------------------------
@@ -320,18 +349,20 @@ def scalars(logdir):
 
 
 def _rates(tmp_path, clock, make_hook, runs, offsets, model=None, increment=1):
-    """StepCounterHook's summaries over a native then a bridged run of ``runs`` steps (native:
-    ``runs // increment`` runs): (native, bridged)."""
+    """StepCounterHook's summaries over a native, a bridged and a custom-loop run of ``runs``
+    steps (native: ``runs // increment`` runs; the others ``increment`` steps per execution):
+    (native, bridged, loop)."""
     out = {}
-    for world in ("n", "b"):
+    for world in WORLDS:
         clock.now = MOCK_START_TIME
         hook = make_hook(str(tmp_path / world))
         if world == "n":
             native([hook], runs // increment, before=at(clock, offsets), increment=increment)
         else:
-            bridged([hook], runs, before=at(clock, offsets), model=model)
+            kwargs = {"model": model} if world == "b" else {"per_call": increment}
+            run_in(world)([hook], runs, before=at(clock, offsets), **kwargs)
         out[world] = scalars(str(tmp_path / world))
-    return out["n"], out["b"]
+    return out["n"], out["b"], out["l"]
 
 
 def test_step_counter_every_n_steps(tmp_path, clock, monkeypatch):
@@ -346,14 +377,14 @@ def test_step_counter_every_n_steps(tmp_path, clock, monkeypatch):
         lambda level, msg, n, *args: warned.append(msg % args),
     )
     offsets = {r: 0.01 * r for r in range(1, 31)}
-    native_summaries, bridged_summaries = _rates(
+    native_summaries, bridged_summaries, loop_summaries = _rates(
         tmp_path,
         clock,
         lambda d: train.StepCounterHook(every_n_steps=10, output_dir=d),
         30,
         offsets,
     )
-    assert bridged_summaries == native_summaries
+    assert bridged_summaries == native_summaries == loop_summaries
     assert list(native_summaries) == ["global_step/sec"]
     assert [s for s, _ in native_summaries["global_step/sec"]] == [11, 21]
     assert all(v == pytest.approx(100.0, rel=1e-3) for _, v in native_summaries["global_step/sec"])
@@ -363,14 +394,14 @@ def test_step_counter_every_n_steps(tmp_path, clock, monkeypatch):
 def test_step_counter_every_n_secs(tmp_path, clock):
     """StepCounterHookTest.test_step_counter_every_n_secs: ``every_n_secs=0.1``, three runs
     0.2 s apart: summaries at steps 2 and 3, one step per 0.2 s (5/s)."""
-    native_summaries, bridged_summaries = _rates(
+    native_summaries, bridged_summaries, loop_summaries = _rates(
         tmp_path,
         clock,
         lambda d: train.StepCounterHook(every_n_steps=None, every_n_secs=0.1, output_dir=d),
         3,
         {1: 0.0, 2: 0.2, 3: 0.4},
     )
-    assert bridged_summaries == native_summaries
+    assert bridged_summaries == native_summaries == loop_summaries
     assert [s for s, _ in native_summaries["global_step/sec"]] == [2, 3]
     assert all(v == pytest.approx(5.0, rel=1e-3) for _, v in native_summaries["global_step/sec"])
 
@@ -380,7 +411,7 @@ def test_global_step_name(tmp_path, clock):
     plus ``/sec``; ``every_n_steps=1`` over two runs writes it at step 2 only. TF names its global
     step ``bar/foo``; the bridge's global step (``optimizer.iterations``) is always named
     ``global_step``, so the native graph keeps the default name: ``global_step/sec``."""
-    native_summaries, bridged_summaries = _rates(
+    native_summaries, bridged_summaries, loop_summaries = _rates(
         tmp_path,
         clock,
         lambda d: train.StepCounterHook(every_n_steps=1, every_n_secs=None, output_dir=d),
@@ -388,6 +419,7 @@ def test_global_step_name(tmp_path, clock):
         {1: 0.0, 2: 0.5},
     )
     assert bridged_summaries == native_summaries == {"global_step/sec": [(2, 2.0)]}
+    assert loop_summaries == native_summaries
 
 
 def test_steps_per_run_less_than_every_n_steps(tmp_path, clock):
@@ -404,10 +436,10 @@ def test_steps_per_run_less_than_every_n_steps(tmp_path, clock):
     offsets = {r: 0.01 * r for r in range(1, 6)}
     model = make_model(steps_per_execution=5)
     with pytest.warns(UserWarning, match="steps_per_execution"):
-        native_summaries, bridged_summaries = _rates(
+        native_summaries, bridged_summaries, loop_summaries = _rates(
             tmp_path, clock, make_hook, 25, offsets, model=model, increment=5
         )
-    assert bridged_summaries == native_summaries
+    assert bridged_summaries == native_summaries == loop_summaries
     assert [s for s, _ in native_summaries["global_step/sec"]] == [15, 25]
     assert all(v == pytest.approx(500.0, rel=1e-3) for _, v in native_summaries["global_step/sec"])
     assert iterations(model) == 25
@@ -433,12 +465,12 @@ def my_summaries(output_dir, two=False, **kwargs):
 
 def _summaries(tmp_path, clock, runs, offsets, **kwargs):
     out = {}
-    for world in ("n", "b"):
+    for world in WORLDS:
         clock.now = MOCK_START_TIME
         make = my_summaries(str(tmp_path / world), **kwargs)
-        (native if world == "n" else bridged)(make, runs, before=at(clock, offsets))
+        run_in(world)(make, runs, before=at(clock, offsets))
         out[world] = scalars(str(tmp_path / world))
-    return out["n"], out["b"]
+    return out["n"], out["b"], out["l"]
 
 
 @pytest.mark.parametrize(
@@ -468,8 +500,10 @@ def test_summary_saver(tmp_path, clock, kwargs, runs, spacing, expected):
     FakeSummaryWriter; here to ``output_dir``, read back with EventAccumulator. The clock
     advances ``spacing`` seconds per run."""
     offsets = {r: spacing * (r - 1) for r in range(1, runs + 1)}
-    native_summaries, bridged_summaries = _summaries(tmp_path, clock, runs, offsets, **kwargs)
-    assert bridged_summaries == native_summaries == expected
+    native_summaries, bridged_summaries, loop_summaries = _summaries(
+        tmp_path, clock, runs, offsets, **kwargs
+    )
+    assert bridged_summaries == native_summaries == loop_summaries == expected
 
 
 def _batch_losses(steps):
@@ -499,6 +533,7 @@ def test_summary_of_the_loss(tmp_path):
         return hooks
 
     bridged(make(str(tmp_path / "b")), 6)
+    looped(make(str(tmp_path / "l")), 6)
     with tf.Graph().as_default():
         _, train_op = native_graph()
         fed = tf.compat.v1.placeholder(tf.float32, [])
@@ -511,6 +546,12 @@ def test_summary_of_the_loss(tmp_path):
     assert [s for s, _ in bridged_summaries] == [s for s, _ in native_summaries] == [1, 3, 5]
     assert [v for _, v in native_summaries] == pytest.approx(losses[::2], rel=1e-6)
     assert [v for _, v in bridged_summaries] == pytest.approx(
+        [v for _, v in native_summaries], rel=1e-5
+    )
+    # the loop hands HookCallback the values its step returned: the same batch losses
+    loop_summaries = scalars(str(tmp_path / "l"))["batch_loss"]
+    assert [s for s, _ in loop_summaries] == [s for s, _ in native_summaries]
+    assert [v for _, v in loop_summaries] == pytest.approx(
         [v for _, v in native_summaries], rel=1e-5
     )
 
@@ -561,13 +602,14 @@ def _saver_run(tmp_path, world, runs, before=_nothing, model=None, **kwargs):
         result = native(hooks_and_scaffold, runs, before=before)
     else:
         scaffold = train.Scaffold()
-        result = bridged(make(scaffold), runs, before=before, model=model, scaffold=scaffold)
+        result = run_in(world)(make(scaffold), runs, before=before, model=model, scaffold=scaffold)
     return result, listener, saved.steps, saved_step(model_dir)
 
 
 def _both(tmp_path, clock, runs, offsets=None, **kwargs):
+    """[native, bridged, loop] of :func:`_saver_run`'s outcome."""
     out = []
-    for world in ("n", "b"):
+    for world in WORLDS:
         clock.now = MOCK_START_TIME
         before = at(clock, offsets) if offsets else _nothing
         result, listener, saved, last = _saver_run(tmp_path, world, runs, before, **kwargs)
@@ -582,8 +624,8 @@ def test_save_secs_saves_periodically(tmp_path, clock):
     MonitoredSession's after_create_session saves step 0 and starts the timer, so run 1 does not
     save: 0, 0, 3, 3, 3, 6."""
     offsets = {1: 0.0, 2: 0.5, 3: 2.5, 4: 2.6, 5: 2.7, 6: 10.0}
-    native_out, bridged_out = _both(tmp_path, clock, 6, offsets, save_secs=2)
-    assert bridged_out == native_out
+    native_out, bridged_out, loop_out = _both(tmp_path, clock, 6, offsets, save_secs=2)
+    assert bridged_out == native_out == loop_out
     assert native_out[3] == [0, 0, 3, 3, 3, 6]
     assert native_out[2] == [0, 3, 6]  # nothing new at end: step 6 was just saved
 
@@ -594,8 +636,8 @@ def test_save_secs_calls_listeners_periodically(tmp_path, clock):
     before_save and after_save. TF's bare session saves at runs 1, 3, 6 and at end; here at
     session creation (step 0), runs 3 and 6, and at end (step 7): the same counts."""
     offsets = {1: 0.5, 2: 0.5, 3: 3.0, 4: 3.5, 5: 4.0, 6: 6.5, 7: 7.0, "end": 7.5}
-    native_out, bridged_out = _both(tmp_path, clock, 7, offsets, save_secs=2)
-    assert bridged_out == native_out
+    native_out, bridged_out, loop_out = _both(tmp_path, clock, 7, offsets, save_secs=2)
+    assert bridged_out == native_out == loop_out
     assert native_out[1] == {"begin": 1, "before_save": 4, "after_save": 4, "end": 1}
     assert native_out[2] == [0, 3, 6, 7]
 
@@ -604,8 +646,8 @@ def test_save_secs_calls_listeners_at_begin_and_end(tmp_path, clock):
     """CheckpointSaverHookTest.test_save_secs_calls_listeners_at_begin_and_end and
     test_save_saves_at_end: ``save_secs=2``, two runs within the two seconds: saved at session
     creation (TF's bare session: at run 1) and at end, where step 2 is checkpointed."""
-    native_out, bridged_out = _both(tmp_path, clock, 2, save_secs=2)
-    assert bridged_out == native_out
+    native_out, bridged_out, loop_out = _both(tmp_path, clock, 2, save_secs=2)
+    assert bridged_out == native_out == loop_out
     assert native_out[1] == {"begin": 1, "before_save": 2, "after_save": 2, "end": 1}
     assert native_out[2] == [0, 2]
     assert native_out[4] == 2
@@ -619,7 +661,7 @@ def _stopping_listener(model_dir, world):
             listener.ask_for_stop = True
 
     hook = train.CheckpointSaverHook(model_dir, save_steps=1, listeners=[listener])
-    result = (native if world == "n" else bridged)([hook], 10, before=before)
+    result = run_in(world)([hook], 10, before=before)
     return result, listener.counts, listener.steps, saved_step(model_dir)
 
 
@@ -631,7 +673,8 @@ def test_listener_stops_training_in_after_save(tmp_path):
     without them."""
     native_out = _stopping_listener(str(tmp_path / "n"), "n")
     bridged_out = _stopping_listener(str(tmp_path / "b"), "b")
-    assert bridged_out == native_out
+    loop_out = _stopping_listener(str(tmp_path / "l"), "l")
+    assert bridged_out == native_out == loop_out
     counts = {"begin": 1, "before_save": 4, "after_save": 4, "end": 1}
     assert native_out == ((3, 3), counts, [0, 1, 2, 3], 3)
 
@@ -642,18 +685,18 @@ def test_two_listeners_with_default_saver(tmp_path):
     each listener sees three saves; a new SingularMonitoredSession on a graph holding only a
     global step restores step 2 from the checkpoint directory, bridged as natively."""
     out = []
-    for world in ("n", "b"):
+    for world in WORLDS:
         model_dir = str(tmp_path / world)
         listeners = [MockCheckpointSaverListener(), MockCheckpointSaverListener()]
         hook = train.CheckpointSaverHook(model_dir, save_steps=1, listeners=listeners)
-        result = (native if world == "n" else bridged)([hook], 2)
+        result = run_in(world)([hook], 2)
         with tf.Graph().as_default():
             global_step = train.get_or_create_global_step()
             with train.SingularMonitoredSession(checkpoint_dir=model_dir) as sess2:
                 restored = int(sess2.run(global_step))
         out.append((result, [listener.counts for listener in listeners], restored))
     counts = {"begin": 1, "before_save": 3, "after_save": 3, "end": 1}
-    assert out[1] == out[0] == ((2, 2), [counts, counts], 2)
+    assert out[1] == out[0] == out[2] == ((2, 2), [counts, counts], 2)
 
 
 def test_save_steps_with_checkpoint_basename(tmp_path):
@@ -661,14 +704,14 @@ def test_save_steps_with_checkpoint_basename(tmp_path):
     TF's test file; its save_steps tests with the default name): checkpoints my.ckpt-0, -2, -4
     and, at end, -5, listed as such in the directory's checkpoint state."""
     out = []
-    for world in ("n", "b"):
+    for world in WORLDS:
         model_dir = str(tmp_path / world)
         hook = train.CheckpointSaverHook(model_dir, save_steps=2, checkpoint_basename="my.ckpt")
-        result = (native if world == "n" else bridged)([hook], 5)
+        result = run_in(world)([hook], 5)
         state = tf.train.get_checkpoint_state(model_dir)
         paths = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
         out.append((result, paths, os.path.basename(state.model_checkpoint_path)))
-    assert out[1] == out[0]
+    assert out[1] == out[0] == out[2]
     assert out[0] == ((5, 5), ["my.ckpt-0", "my.ckpt-2", "my.ckpt-4", "my.ckpt-5"], "my.ckpt-5")
     assert int(tf.train.load_checkpoint(str(tmp_path / "b")).get_tensor("global_step")) == 5
 
@@ -679,19 +722,21 @@ def test_multi_step_save_steps_saves_periodically(tmp_path):
     adding 5; bridged ``steps_per_execution=5``. TF's bare session checkpoints 5, 5, 15, 15, 25;
     a MonitoredSession saves step 0 at creation, so: 0, 10, 10, 20, 20, and 25 at end."""
     out = []
-    for world in ("n", "b"):
+    for world in WORLDS:
         model_dir = str(tmp_path / world)
         listener, saved = Listener(), SavedAfterRun(model_dir)
         hook = train.CheckpointSaverHook(model_dir, save_steps=10, listeners=[listener])
         hook._set_steps_per_run(5)
         if world == "n":
             result = native([hook, saved], 5, increment=5)
+        elif world == "l":
+            result = looped([hook, saved], 25, per_call=5)
         else:
             model = make_model(steps_per_execution=5)
             with pytest.warns(UserWarning, match="steps_per_execution"):
                 result = bridged([hook, saved], 25, model=model)
         out.append((result, saved.steps, listener.steps, saved_step(model_dir)))
-    assert out[1] == out[0] == ((5, 25), [0, 10, 10, 20, 20], [0, 10, 20, 25], 25)
+    assert out[1] == out[0] == out[2] == ((5, 25), [0, 10, 10, 20, 20], [0, 10, 20, 25], 25)
 
 
 # -- FinalOpsHookTest ---------------------------------------------------------------------------
@@ -709,7 +754,7 @@ def _final_ops(world):
         ]
         return list(made)
 
-    result = (native if world == "n" else bridged)(hooks, 3)
+    result = run_in(world)(hooks, 3)
     vector, fed, named = (hook.final_ops_values for hook in made)
     return result, vector.tolist(), fed.tolist(), named
 
@@ -720,7 +765,7 @@ def test_final_ops_is_tensor_and_with_dictionary():
     ``final_ops_feed_dict``, and (beside TF's) a dict holding the global step read. TF calls
     ``end`` on a bare session with no run; here after three runs."""
     native_out, bridged_out = _final_ops("n"), _final_ops("b")
-    assert bridged_out == native_out
+    assert bridged_out == native_out == _final_ops("l")
     assert native_out == ((3, 3), [1, 6, 3, 5, 2, 4], [4.0, -3.0], {"step": 3, "four": 4})
 
 
@@ -747,12 +792,14 @@ def test_final_ops_triggers_out_of_range_error(monkeypatch):
     with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
         native(hooks, 2)
     native_warned, warned[:] = list(warned), []
-    model = make_model()
-    with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
-        fit(hookbridge.HookCallback(hooks), steps=2, model=model)
     pattern = "dependency back to some input source"
-    assert [pattern in m for m in warned] == [pattern in m for m in native_warned] == [True]
-    assert iterations(model) == 2
+    for loop in (False, True):  # fit, then a custom loop
+        model = make_model()
+        with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
+            fit(hookbridge.HookCallback(hooks), steps=2, model=model, loop=loop)
+        assert [pattern in m for m in warned] == [pattern in m for m in native_warned] == [True]
+        assert iterations(model) == 2
+        warned[:] = []
 
 
 # -- GlobalStepWaiterHookTest -------------------------------------------------------------------
@@ -764,4 +811,5 @@ def test_not_wait_for_step_zero(monkeypatch):
     native_result = native([train.GlobalStepWaiterHook(wait_until_step=0)], 2)
     bridged_result = bridged([train.GlobalStepWaiterHook(wait_until_step=0)], 2)
     assert bridged_result == native_result == (2, 2)
+    assert looped([train.GlobalStepWaiterHook(wait_until_step=0)], 2) == native_result
     assert sleeps == []

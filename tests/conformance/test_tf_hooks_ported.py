@@ -23,20 +23,53 @@ train = tf.compat.v1.train
 keras = tf.keras
 
 
-def fit(hook_callback, steps, model=None, extra=(), x=None, y=None):
+def fit(
+    hook_callback, steps, model=None, extra=(), x=None, y=None, loop=False, after=(), per_call=1
+):
+    """``model.fit`` over ``steps`` batches of 16 with the callbacks ``extra``, ``hook_callback``,
+    ``after``; ``loop=True``: the same training as a custom loop (:func:`loop_fit`, ``per_call``
+    steps per call: the model's ``steps_per_execution``). Returns the model."""
     if x is None:
         x, y = make_data(n=16 * steps)
     model = model or make_model()
-    model.fit(
-        x,
-        y,
-        batch_size=16,
-        epochs=1,
-        verbose=0,
-        shuffle=False,
-        callbacks=[*extra, hook_callback],
-    )
+    callbacks = [*extra, hook_callback, *after]
+    if loop:
+        return loop_fit(model, x, y, callbacks, per_call)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
     return model
+
+
+def loop_fit(model, x, y, callbacks, per_call=1):
+    """``fit``'s training in a custom loop (``hookbridge.CallbackLoop``, docs/custom-loops.md):
+    the same batches of 16, a ``GradientTape`` step on the compiled loss (mse), the compiled
+    ``mae`` as a metric the step updates; ``HookCallback``'s global step is
+    ``model.optimizer.iterations`` there too. ``per_call`` > 1: that many steps per call of the
+    step, as ``steps_per_execution`` (the call reports its last step's loss)."""
+    loss_fn, mae = keras.losses.MeanSquaredError(), keras.metrics.MeanAbsoluteError(name="mae")
+
+    def step(features, targets):
+        with tf.GradientTape() as tape:
+            predictions = model(features, training=True)
+            loss = loss_fn(targets, predictions)
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        mae.update_state(targets, predictions)
+        return {"loss": loss}
+
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    loop = hookbridge.CallbackLoop(
+        model, callbacks, data=data, metrics=[mae], steps_per_execution=per_call
+    )
+    with loop:
+        for _ in loop.epochs():
+            for batches in loop.steps():
+                logs = [step(*batch) for batch in (batches if per_call > 1 else [batches])]
+                loop.step_end(logs[-1])
+    return model
+
+
+#: the bridged side of a test: the hooks under HookCallback in fit, and in a custom loop
+WORLDS = pytest.mark.parametrize("loop", [False, True], ids=["fit", "loop"])
 
 
 def iterations(model):
@@ -75,7 +108,8 @@ def native_graph():
 
 
 # -- CheckpointSaverHookTest --------------------------------------------------------------------
-def test_listener_with_monitored_session(tmp_path):
+@WORLDS
+def test_listener_with_monitored_session(tmp_path, loop):
     """CheckpointSaverHookTest.test_listener_with_monitored_session: a Scaffold shared by the
     session and ``CheckpointSaverHook(save_steps=1, scaffold=scaffold)``; two steps."""
     scaffold = train.Scaffold()
@@ -83,7 +117,7 @@ def test_listener_with_monitored_session(tmp_path):
     hook = train.CheckpointSaverHook(
         str(tmp_path / "b"), save_steps=1, scaffold=scaffold, listeners=[listener]
     )
-    model = fit(hookbridge.HookCallback([hook], scaffold=scaffold), steps=2)
+    model = fit(hookbridge.HookCallback([hook], scaffold=scaffold), steps=2, loop=loop)
     bridged = (iterations(model), listener.counts, saved_step(str(tmp_path / "b")))
 
     with tf.Graph().as_default():
@@ -114,7 +148,8 @@ class SavedSteps(keras.callbacks.Callback):
         self.steps.append(saved_step(self.model_dir))
 
 
-def test_save_steps_saves_periodically(tmp_path):
+@WORLDS
+def test_save_steps_saves_periodically(tmp_path, loop):
     """CheckpointSaverHookTest.test_save_steps_saves_periodically: ``save_steps=2`` with a
     scaffold. TF's test drives a bare ``_HookedSession`` that never calls after_create_session
     (checkpointed steps 1, 1, 3, 3, 5); a MonitoredSession calls it, which saves step 0 and
@@ -122,9 +157,7 @@ def test_save_steps_saves_periodically(tmp_path):
     scaffold = train.Scaffold()
     hook = train.CheckpointSaverHook(str(tmp_path / "b"), save_steps=2, scaffold=scaffold)
     saved = SavedSteps(str(tmp_path / "b"))
-    callback = hookbridge.HookCallback([hook], scaffold=scaffold)
-    x, y = make_data(n=80)
-    make_model().fit(x, y, batch_size=16, verbose=0, shuffle=False, callbacks=[callback, saved])
+    fit(hookbridge.HookCallback([hook], scaffold=scaffold), steps=5, after=[saved], loop=loop)
 
     native = []
     with tf.Graph().as_default():
@@ -140,7 +173,8 @@ def test_save_steps_saves_periodically(tmp_path):
     assert saved.steps == native == [0, 2, 2, 4, 4]
 
 
-def test_save_checkpoint_before_first_train_step(tmp_path):
+@WORLDS
+def test_save_checkpoint_before_first_train_step(tmp_path, loop):
     """CheckpointSaverHookTest.test_save_checkpoint_before_first_train_step: step 0 is saved by
     after_create_session, none after one step, step 2 after two."""
 
@@ -152,15 +186,8 @@ def test_save_checkpoint_before_first_train_step(tmp_path):
     hook = train.CheckpointSaverHook(str(tmp_path / "b"), save_steps=2, scaffold=scaffold)
     start = SavedAtStart()
     saved = SavedSteps(str(tmp_path / "b"))
-    x, y = make_data(n=32)
-    make_model().fit(
-        x,
-        y,
-        batch_size=16,
-        verbose=0,
-        shuffle=False,
-        callbacks=[hookbridge.HookCallback([hook, start], scaffold=scaffold), saved],
-    )
+    callback = hookbridge.HookCallback([hook, start], scaffold=scaffold)
+    fit(callback, steps=2, after=[saved], loop=loop)
     assert [start.at_start, *saved.steps] == [0, 0, 2]
 
 
@@ -177,25 +204,15 @@ class SetIterations(keras.callbacks.Callback):
             self.model.optimizer.iterations.assign(self.values[batch])
 
 
-def test_stop_based_on_last_step():
+@WORLDS
+def test_stop_based_on_last_step(loop):
     """StopAtStepTest.test_stop_based_on_last_step: ``StopAtStepHook(last_step=10)`` while the
     global step is assigned from outside (5, then 8). TF's test runs a no-op; here (and in the
     native run beside it) the train op adds 1, as a Keras step does: stop after the step reaching
     10."""
     assigned = {0: 5, 1: 8}
-    model = make_model()
-    x, y = make_data(n=160)
-    model.fit(
-        x,
-        y,
-        batch_size=16,
-        verbose=0,
-        shuffle=False,
-        callbacks=[
-            SetIterations(assigned),
-            hookbridge.HookCallback([train.StopAtStepHook(last_step=10)]),
-        ],
-    )
+    callback = hookbridge.HookCallback([train.StopAtStepHook(last_step=10)])
+    model = fit(callback, steps=10, extra=[SetIterations(assigned)], loop=loop)
     bridged = iterations(model)
 
     with tf.Graph().as_default():
@@ -215,7 +232,8 @@ def test_stop_based_on_last_step():
 
 # -- StepCounterHookTest ------------------------------------------------------------------------
 @pytest.mark.skipif(not KERAS3, reason="Keras 3 only: LossScaleOptimizer skipping steps")
-def test_log_warning_if_global_step_not_increased(monkeypatch):
+@WORLDS
+def test_log_warning_if_global_step_not_increased(monkeypatch, loop):
     """StepCounterHookTest.test_log_warning_if_global_step_not_increased: 31 runs of a train op
     that keeps the step (``_increment_global_step(0)``); here a LossScaleOptimizer skipping
     every (non-finite) step. StepCounterHook warns as natively. (TF's test patches the warning;
@@ -240,6 +258,7 @@ def test_log_warning_if_global_step_not_increased(monkeypatch):
         model=model,
         x=x,
         y=y,
+        loop=loop,
     )
     bridged, messages[:] = list(messages), []
     with tf.Graph().as_default():
@@ -256,7 +275,8 @@ def test_log_warning_if_global_step_not_increased(monkeypatch):
 
 
 # -- GlobalStepWaiterHookTest -------------------------------------------------------------------
-def test_wait_for_step(monkeypatch):
+@WORLDS
+def test_wait_for_step(monkeypatch, loop):
     """GlobalStepWaiterHookTest.test_wait_for_step: ``wait_until_step=1000``; the first sleep
     assigns the global step 500 and the second 1100, through the session, as TF's test does:
     before_run returns after exactly two sleeps, and the Keras model trains on from 1100."""
@@ -284,7 +304,7 @@ def test_wait_for_step(monkeypatch):
 
     monkeypatch.setattr(basic_session_run_hooks.time, "sleep", mock_sleep)
     hooks = [assigner, train.GlobalStepWaiterHook(wait_until_step=1000)]
-    model = fit(hookbridge.HookCallback(hooks), steps=2)
+    model = fit(hookbridge.HookCallback(hooks), steps=2, loop=loop)
     assert len(counter) == 2
     assert iterations(model) == 1102
 
@@ -317,7 +337,8 @@ class Steps(train.SessionRunHook):
         self.seen.append(int(run_context.session.run(self.gs)))
 
 
-def test_recover_and_retry_on_aborted_error(tmp_path):
+@WORLDS
+def test_recover_and_retry_on_aborted_error(tmp_path, loop):
     """MonitoredSessionTest.test_recover_and_retry_on_aborted_error: ``RaiseOnceAtCountN(4,
     AbortedError)`` beside ``CheckpointSaverHook(save_steps=1, scaffold=scaffold)``; the session
     is re-created and the run retried, continuing from the checkpointed (here: the Keras) step.
@@ -330,7 +351,7 @@ def test_recover_and_retry_on_aborted_error(tmp_path):
         train.CheckpointSaverHook(str(tmp_path / "b"), save_steps=1, scaffold=scaffold),
         steps,
     ]
-    model = fit(hookbridge.HookCallback(hooks, scaffold=scaffold), steps=5)
+    model = fit(hookbridge.HookCallback(hooks, scaffold=scaffold), steps=5, loop=loop)
     bridged = (steps.seen, steps.sessions, iterations(model))
 
     with tf.Graph().as_default():

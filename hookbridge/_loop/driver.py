@@ -23,12 +23,14 @@ from typing import Any
 
 import tensorflow as tf
 
-from hookbridge import _exact, _tfcompat
+from hookbridge import _exact
 from hookbridge._loop import data as _data
 from hookbridge._loop.data import KERAS3
+from hookbridge._loop.keras2 import TEST, TRAIN, FitState
 from hookbridge._loop.logs import EpochLogs
 
 keras = tf.keras
+
 
 
 class CallbackLoop:
@@ -120,9 +122,8 @@ class CallbackLoop:
         for name, value in (("epochs", epochs), ("initial_epoch", initial_epoch)):
             if int(value) != value or value < 0:
                 raise ValueError(f"CallbackLoop: {name}={value!r} must be an integer >= 0.")
-        if steps_per_epoch is not None and (
-            int(steps_per_epoch) != steps_per_epoch or steps_per_epoch < 1
-        ):
+        if steps_per_epoch is not None and (int(steps_per_epoch) != steps_per_epoch
+                                            or steps_per_epoch < 1):
             raise ValueError(
                 f"CallbackLoop: steps_per_epoch={steps_per_epoch!r} must be a positive integer "
                 "or None (each epoch runs to the end of the data)."
@@ -149,26 +150,11 @@ class CallbackLoop:
             )
         self._optimizer, self._saved_optimizer = optimizer, None
         self.callbacks = keras.callbacks.CallbackList(
-            list(callbacks or ()),
-            add_history=True,
-            add_progbar=verbose != 0,
-            model=model,
-            verbose=verbose,
-            epochs=self.epochs_total,
+            list(callbacks or ()), add_history=True, add_progbar=verbose != 0, model=model,
+            verbose=verbose, epochs=self.epochs_total,
             steps=steps_per_epoch or (None if data is None else _data.known_batches(data, None)),
         )
-        # tf_keras / Keras 2's ProgbarLogger averages again every key not named by the model's
-        # metrics (fit's are): the loop's values are running means already, so it names them.
-        self._progbars = (
-            []
-            if KERAS3
-            else [
-                cb
-                for cb in self.callbacks.callbacks
-                if isinstance(cb, keras.callbacks.ProgbarLogger)
-            ]
-        )
-        self._stateful: set[str] = set()
+        self._fit_state = FitState(model, self.callbacks.callbacks)  # tf_keras's counters
         self.data = data
         self._train_logs = EpochLogs(metrics)
         self._val_logs = EpochLogs(metrics)
@@ -182,15 +168,6 @@ class CallbackLoop:
         self._batch_size: int | None = None
         self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
         self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
-        # tf_keras / Keras 2's fit counts the steps it ran in these model variables (its
-        # TensorBoard's batch step): the loop counts them as fit does. Keras 3 has none.
-        self._counters = [
-            None if KERAS3 else getattr(model, name, None)
-            for name in (
-                _tfcompat.KERAS_TRAIN_COUNTER_ATTRIBUTE,
-                _tfcompat.KERAS_TEST_COUNTER_ATTRIBUTE,
-            )
-        ]
 
     # -- the training ------------------------------------------------------------------------
     def __enter__(self) -> CallbackLoop:
@@ -201,7 +178,7 @@ class CallbackLoop:
             self._saved_optimizer = getattr(self.model, "optimizer", _data.END)
             self.model.optimizer = self._optimizer
         self.model.stop_training = False
-        self._count(0, reset=True)
+        self._fit_state.reset(TRAIN)
         self.callbacks.on_train_begin()
         return self
 
@@ -267,9 +244,7 @@ class CallbackLoop:
         read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
         k = self.steps_per_execution
         while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
-            wanted = (
-                k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
-            )
+            wanted = k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
             batches: list[Any] = []
             if iterator is not None and read_first:
                 batches = self._take(iterator, wanted)
@@ -339,11 +314,8 @@ class CallbackLoop:
         # when the data ended inside it; tf_keras / Keras 2 report the last step run.
         end = self._step + (self.steps_per_execution if KERAS3 and ran > 0 else ran) - 1
         self._step += ran
-        self._count(0, ran)
-        if self._progbars and not self._stateful.issuperset(self._last_logs):
-            self._stateful.update(self._last_logs)
-            for progbar in self._progbars:
-                progbar.stateful_metrics = set(progbar.stateful_metrics) | self._stateful
+        self._fit_state.count(TRAIN, ran)
+        self._fit_state.running_means(self._last_logs)
         with _exact.publishing(self.model, self._train_logs.raw):  # HookCallback's loss:0
             self.callbacks.on_train_batch_end(end, dict(self._last_logs))
         return self._last_logs
@@ -355,18 +327,6 @@ class CallbackLoop:
                 f"CallbackLoop.{what} runs inside `with loop:` (on_train_begin ... "
                 f"on_train_end); the loop is {self._state}."
             )
-
-    def _count(self, which: int, steps: int = 0, reset: bool = False) -> None:
-        """tf_keras / Keras 2: ``_train_counter`` (``which`` 0) or ``_test_counter`` (1) set to
-        0 as ``fit`` / its validation begin, then advanced by the steps run, before the batch
-        callbacks (fit's train / test function counts inside the step)."""
-        counter = self._counters[which]
-        if counter is None or not hasattr(counter, "assign_add"):
-            return
-        if reset:
-            counter.assign(0)
-        else:
-            counter.assign_add(steps)
 
     def _ran_out(self, began: bool) -> None:
         """The data ended inside the epoch, before ``steps_per_epoch`` steps or with its size
@@ -405,7 +365,7 @@ class CallbackLoop:
     def _validate(self) -> dict[str, float]:
         assert self.validation_step is not None and self.validation_data is not None
         self._val_logs.reset()
-        self._count(1, reset=True)
+        self._fit_state.reset(TEST)
         self.callbacks.on_test_begin()
         logs: dict[str, float] = {}
         for step, batch in enumerate(self.validation_data):
@@ -413,7 +373,7 @@ class CallbackLoop:
                 break
             self.callbacks.on_test_batch_begin(step)
             logs = self._val_logs.add(self.validation_step(batch), _data.batch_size(batch))
-            self._count(1, 1)
+            self._fit_state.count(TEST, 1)
             self.callbacks.on_test_batch_end(step, dict(logs))
         logs = self._val_logs.result() if logs else {}
         self.callbacks.on_test_end(dict(logs))

@@ -4,7 +4,9 @@
 * the model's step counters, ``model._train_counter`` and ``model._test_counter`` (private
   names, in ``_tfcompat``): set to 0 when training (or a validation) begins, advanced by the
   steps run before the batch callbacks. Their ``TensorBoard`` takes them as the step of its
-  ``batch_*`` summaries (without them, every one is written at step 0);
+  ``batch_*`` summaries (without them, every one is written at step 0). An eager
+  ``assign_add`` costs 20-40 us a step (fit's runs inside its compiled step), so the loop keeps
+  them only when a ``TensorBoard`` is among the callbacks, their one reader in Keras;
 * ``ProgbarLogger.stateful_metrics``: the progress bar averages again every key the model's
   metrics do not name (``fit``'s keys are its compiled metrics). The loop's values are running
   means already, so the loop names its keys there.
@@ -29,7 +31,8 @@ class FitState:
 
     def __init__(self, model: Any, callbacks: Iterable[Any]) -> None:
         names = (_tfcompat.KERAS_TRAIN_COUNTER_ATTRIBUTE, _tfcompat.KERAS_TEST_COUNTER_ATTRIBUTE)
-        counters = [None if KERAS3 else getattr(model, name, None) for name in names]
+        board = any(isinstance(cb, keras.callbacks.TensorBoard) for cb in callbacks)
+        counters = [getattr(model, name, None) if board and not KERAS3 else None for name in names]
         self._counters = [c if hasattr(c, "assign_add") else None for c in counters]
         progbar = keras.callbacks.ProgbarLogger
         self._progbars = [] if KERAS3 else [cb for cb in callbacks if isinstance(cb, progbar)]

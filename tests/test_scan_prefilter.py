@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _scan_reading_everything(path: Path, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as m:
-        m.setattr(prefilter, "words_if_unneeded", lambda source: None)
+        m.setattr(prefilter, "words_if_unneeded", lambda source, rel: None)
         return scan(path)
 
 
@@ -59,7 +59,7 @@ def test_the_benchmark_corpus_scans_the_same_and_most_files_are_only_checked(
 ):
     root = _generator()(tmp_path, 40)
     sources = [p.read_bytes() for p in sorted((root / "project").glob("part_*.py"))]
-    skipped = [s for s in sources if prefilter.words_if_unneeded(s) is not None]
+    skipped = [s for s in sources if prefilter.words_if_unneeded(s, "part.py") is not None]
     assert 0.5 < len(skipped) / len(sources) < 0.9  # the numeric-only modules
     got = scan(root)
     assert got.files == 41 and len(got.findings) > 100
@@ -172,6 +172,11 @@ PROJECT = {
         b"\r# coding: utf-7\rimport tensorflow.compat.v1 as tf\r"
         b"HOOK = tf.+AHQ-rain.Logging+AFQ-ensor+AEg-ook('loss:0')\r"
     ),
+    # Relative imports in a package whose path is a removed spelling.
+    "tensorflow/contrib/tpu/glue.py": """
+        from . import util
+        from .. import layers
+        """,
     # Python 2: a parse error, in a file with nothing else.
     "pkg/py2.py": 'print "hello"\n',
     # Accepted by ast.parse, refused by symtable: parsed, no parse error.
@@ -207,12 +212,14 @@ def test_a_project_of_edge_cases_scans_the_same(tmp_path, monkeypatch):
     assert expected <= rows, sorted(expected - rows)
     assert any(x.path == "pkg/legacy.py" and x.status == findings.REMOVED_API for x in got.findings)
     assert not [x for x in got.findings if x.path in ("pkg/odd.py", "pkg/numeric.py")]
+    glue = [x.name for x in got.findings if x.path == "tensorflow/contrib/tpu/glue.py"]
+    assert glue == ["tf.contrib.tpu.util", "tf.contrib.layers"]
 
 
 def test_only_files_without_any_such_name_are_skipped():
     def skipped(text: str | bytes) -> bool:
         source = text if isinstance(text, bytes) else textwrap.dedent(text).encode()
-        return prefilter.words_if_unneeded(source) is not None
+        return prefilter.words_if_unneeded(source, "pkg/x.py") is not None
 
     assert skipped(PROJECT["pkg/numeric.py"]) and skipped(PROJECT["pkg/names.py"])
     read = ("base", "sub", "setup", "fit", "gan", "legacy", "wide", "seven", "seven_cr", "model")

@@ -15,7 +15,9 @@ whose last name, keyword or resolved name is one of those names (a call with key
 at, but only an entry point, a ``callbacks=`` keyword, a hook, a callback or a scanned class or
 factory gives a row), from an import or attribute chain through ``estimator``/``contrib``, or
 from ``minimize``; the name a call resolves to ends with a word written in the file (an import,
-an assignment or the call itself). A call of a scanned class that is neither a hook nor a
+an assignment or the call itself), and an import resolves to a removed spelling through its text
+or, for a relative import, through the file's path (read when it holds ``estimator`` or
+``contrib``). A call of a scanned class that is neither a hook nor a
 callback (or of a function building one) gives no row, so only hook and callback classes' names
 count; every class is known all the same (a file with ``class`` is read in the first stage), so
 a name two classes share stays ambiguous, as when every file is read. Identifiers are compared as written, so a file that is not
@@ -36,6 +38,8 @@ from hookbridge._migrate.scan.walk import EAGER_OFF
 
 #: Parts of names tested anywhere in the text (a call's ``...Hook``; ``tensorflow_estimator``).
 SUBSTRINGS: Final = (b"Hook", b"estimator", b"contrib")
+#: Parts of a file's path that its relative imports carry into a removed spelling.
+_PATH_PARTS: Final = ("estimator", "contrib")
 #: Names the analysis reacts to besides the catalog's (tests/test_scan_prefilter.py pins them).
 _WORDS: Final = frozenset({"class", "callbacks"}) | EAGER_OFF
 
@@ -61,15 +65,19 @@ def vocabulary() -> frozenset[bytes]:
     return frozenset(name.encode() for name in names)
 
 
-def words_if_unneeded(source: bytes) -> frozenset[bytes] | None:
+def words_if_unneeded(source: bytes, rel: str) -> frozenset[bytes] | None:
     """None when the file must be read; else the identifiers (and numbers) written in it, to
     compare with the names of scanned classes and factories once those are known.
 
     A file must be read when its text holds a name of :func:`vocabulary` or one of
     :data:`SUBSTRINGS`, is not pure ASCII, or declares an encoding that could spell a name
-    differently.
+    differently; or when its path (``rel``, relative to the scanned root) holds ``estimator`` or
+    ``contrib``: its relative imports then resolve to a removed spelling
+    (``tensorflow/contrib/tpu/x.py``: ``from . import util`` is ``tensorflow.contrib.tpu.util``).
     """
     if not source.isascii() or any(part in source for part in SUBSTRINGS):
+        return None
+    if any(part in rel for part in _PATH_PARTS):
         return None
     head = b"\n".join(_NEWLINE.split(source, 2)[:2])
     for declared in _CODING.findall(head):

@@ -112,8 +112,8 @@ def read(
             errors.append(_parse_error(rel.as_posix(), e))
 
     unread: dict[int, frozenset[bytes]] = {}
-    for index, (_, _, source) in enumerate(sources):
-        names = prefilter.words_if_unneeded(source)
+    for index, (_, rel, source) in enumerate(sources):
+        names = prefilter.words_if_unneeded(source, rel.as_posix())
         if names is None:
             read_file(index)
         else:

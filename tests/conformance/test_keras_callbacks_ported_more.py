@@ -317,6 +317,11 @@ def test_model_checkpoint_full_model_is_refused(tmp_path):
     model = native_fit([checkpoint], np.arange(1, 5), batch_size=2, epochs=1, steps_per_epoch=2)
     loaded = keras.models.load_model(native_path)
     np.testing.assert_allclose(loaded.get_weights()[0], model.get_weights()[0])
+    loop_path = str(tmp_path / "loop.keras")  # a custom loop trains a real model: as native
+    checkpoint = keras.callbacks.ModelCheckpoint(loop_path, monitor="loss", save_best_only=True)
+    model = loop_fit([checkpoint], np.arange(1, 5), batch_size=2, epochs=1, steps_per_epoch=2)
+    loaded = keras.models.load_model(loop_path)
+    np.testing.assert_allclose(loaded.get_weights()[0], model.get_weights()[0])
     bridged = keras.callbacks.ModelCheckpoint(
         str(tmp_path / "bridged.keras"), monitor="loss", save_best_only=True
     )
@@ -546,6 +551,44 @@ def test_early_stopping_mode_per_monitor():
     assert directions["bridged"] == directions["native"]
     # Keras 3 asks the compiled metrics (F1Score: maximized); tf_keras / Keras 2 the name only
     assert directions["native"] == [True, False, False, False, True, True, False, KERAS3]
+    # In a custom loop (one loop per case: Keras 3 raises at the first epoch end), tf_keras /
+    # Keras 2 decide by the name as in fit. Keras 3 finds a direction only among the compiled
+    # metrics fit builds at its first step, never built in a loop: with mode="auto", only a
+    # *loss monitor is known; the others raise Keras's ValueError asking for mode (the
+    # documented limit, docs/custom-loops.md).
+    looped = []
+    for mode, monitor in cases:
+        stopper = keras.callbacks.EarlyStopping(monitor, mode=mode, patience=9)
+        try:
+            _loop_named_logs([stopper], METRIC_NAMES)
+            looped.append(bool(np.asarray(stopper.monitor_op(1.0, 0.0))))
+        except ValueError as err:
+            assert "Pass `mode='max'`" in str(err) and monitor in str(err)
+            looped.append("ValueError")
+    if KERAS3:
+        known = [mode != "auto" or monitor.endswith("loss") for mode, monitor in cases]
+        expected = [d if k else "ValueError" for d, k in zip(directions["native"], known)]
+        assert looped == expected == [True, False] + ["ValueError", False] + ["ValueError"] * 4
+    else:
+        assert looped == directions["native"]
+
+
+def _loop_named_logs(callbacks, names):
+    """``_bridged_named_logs``'s run in a custom loop: each name's value ``mean(x**2)`` per batch
+    of 4 over ``arange(8)``, 2.5 in the validation, on ``_metrics_model()``."""
+    model = _metrics_model()
+    data = tf.data.Dataset.from_tensor_slices(_data(np.arange(8))).batch(4)
+    loop = hookbridge.CallbackLoop(
+        model,
+        callbacks,
+        data=data,
+        validation_data=[None],
+        validation_step=lambda batch: dict.fromkeys(names, 2.5),
+    )
+    with loop:
+        for _ in loop.epochs():
+            for batch in loop.steps():
+                loop.step_end(dict.fromkeys(names, tf.reduce_mean(tf.square(batch))))
 
 
 @pytest.mark.skipif(not KERAS3, reason="MonitorCallback is Keras 3's base class (not in tf_keras)")

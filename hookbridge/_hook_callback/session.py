@@ -12,11 +12,18 @@ The proxy is a ``tf.compat.v1.Session`` (``isinstance`` holds, as natively: ``Sa
 ``start_queue_runners`` check ``SessionInterface``, third-party hooks check ``Session``), built
 without a session of its own: every method is defined here, nothing of the base class runs.
 It is thread-safe as a TF1 session is: a hook's own thread may call ``run`` while ``fit`` trains
-(``Resolver.lock`` serializes what the bridge holds; see there).
+(``Resolver.lock`` serializes what the bridge holds; see there). Python's locks are not fair: a
+thread calling ``run`` in a tight loop re-took the lock before ``fit``'s thread, woken by its
+release, could, and held training back for minutes (a 3 s test took 200-300 s on an idle
+machine). So a call from any thread but the one that made the session yields briefly after it
+(:data:`_YIELD_S`): ``fit`` takes the lock at its next turn, as a native session would not have
+made it wait at all.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -24,6 +31,11 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.resolver import Resolver
+
+#: How long a call of ``run`` from a hook's own thread sleeps after releasing the bridge's lock,
+#: so that ``fit``'s thread, waiting for it, gets it (longer than a thread's wake-up, short
+#: beside a real ``Session.run``).
+_YIELD_S = 1e-4
 
 
 class UnsupportedSessionMethodError(RuntimeError, AttributeError):
@@ -52,6 +64,7 @@ class BridgeSession(tf.compat.v1.Session):
         self._real = tf.compat.v1.Session(graph=resolver.side.graph, config=config)
         self._resolver = resolver
         self._open = True
+        self._owner = threading.get_ident()  # fit's thread: the bridge makes the session there
         resolver.session_created(self._real)
 
     # -- what hooks use: exact ----------------------------------------------------------------
@@ -60,7 +73,10 @@ class BridgeSession(tf.compat.v1.Session):
         if not self._open:
             raise RuntimeError("Attempted to use a closed Session.")
         with self._resolver.lock:
-            return self._resolver.resolve(fetches, feed_dict, options, run_metadata)
+            result = self._resolver.resolve(fetches, feed_dict, options, run_metadata)
+        if threading.get_ident() != self._owner:  # a hook's own thread: fit's turn (above)
+            time.sleep(_YIELD_S)
+        return result
 
     def make_callable(
         self, fetches: Any, feed_list: Any = None, accept_options: bool = False

@@ -329,6 +329,26 @@ def build_keras_optimizer(optimizer: Any, variables: list) -> None:
         optimizer.build(variables)
 
 
+def keras_optimizer_counter(optimizer: Any) -> tuple[Any, int]:
+    """The variable counting a Keras optimizer's steps, and the batches per update.
+
+    ``optimizer.iterations`` counts updates. Under Keras 3 ``gradient_accumulation_steps=k`` it
+    is computed (``_iterations // k``, a tensor) from the private ``_iterations``, which counts
+    batches: ``(optimizer._iterations, k)``; else ``(optimizer.iterations, 1)``. Give it the
+    optimizer doing the updates (a ``LossScaleOptimizer``'s ``inner_optimizer``).
+    """
+    steps = getattr(optimizer, "gradient_accumulation_steps", None)
+    if steps:
+        return optimizer._iterations, int(steps)
+    return optimizer.iterations, 1
+
+
+def keras_gradient_accumulators(optimizer: Any) -> list:
+    """The gradient sums a Keras 3 optimizer with ``gradient_accumulation_steps`` keeps between
+    updates (private ``_accumulated_gradients``, one per variable once built; ``[]`` else)."""
+    return [a for a in getattr(optimizer, "_accumulated_gradients", None) or [] if a is not None]
+
+
 def keras_optimizer_slot(optimizer: Any, variable: Any, slot: str) -> Any:
     """The slot ``slot`` (``m``, ``v``, ``momentum``, ``accumulator``, ``linear``, ``rms``,
     ``mg``) of ``variable`` in a built Keras optimizer, or ``None`` when it keeps none."""

@@ -467,3 +467,28 @@ def test_default_session_makes_any_session_object_the_default():
             assert value.eval() == 6.0
         assert tf.compat.v1.get_default_session() is None
         real.close()
+
+
+def test_keras_optimizer_counter_and_gradient_accumulators():
+    """``keras_optimizer_counter`` / ``keras_gradient_accumulators`` (hookbridge/_migrate/
+    optimizer_state.py ``set_step``): Keras 3 under ``gradient_accumulation_steps=k`` computes
+    ``iterations`` from the private ``_iterations`` (batches) and sums gradients in the private
+    ``_accumulated_gradients``; elsewhere the counter is ``iterations`` and there are none."""
+    keras = tf.keras
+    var = tf.Variable(np.ones((3, 2), "float32"))
+    plain = keras.optimizers.Adam(0.1)
+    _tfcompat.build_keras_optimizer(plain, [var])
+    assert _tfcompat.keras_optimizer_counter(plain) == (plain.iterations, 1)
+    assert _tfcompat.keras_gradient_accumulators(plain) == []
+    if not str(getattr(keras, "__version__", "2")).startswith("3"):
+        return
+    optimizer = keras.optimizers.Adam(0.1, gradient_accumulation_steps=3)
+    _tfcompat.build_keras_optimizer(optimizer, [var])
+    counter, per_update = _tfcompat.keras_optimizer_counter(optimizer)
+    (accumulator,) = _tfcompat.keras_gradient_accumulators(optimizer)
+    assert per_update == 3 and tuple(accumulator.shape) == (3, 2)
+    optimizer.apply_gradients([(tf.ones((3, 2)), var)])
+    assert int(counter.numpy()) == 1 and int(optimizer.iterations.numpy()) == 0
+    np.testing.assert_array_equal(accumulator.numpy(), np.ones((3, 2)))
+    counter.assign(6)  # the counter Keras derives iterations from
+    assert int(optimizer.iterations.numpy()) == 2

@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
@@ -159,6 +158,8 @@ def single_names(pairs: Sequence[tuple[str, int]]) -> dict[int, str]:
 def _set(model: Any, values: list[Any], step: int) -> None:
     with _tfcompat.eager():
         model.set_weights(values)
-        iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
-        if iterations is not None:
-            iterations.assign(np.asarray(step, dtype=np.asarray(iterations).dtype))
+        optimizer = getattr(model, "optimizer", None)
+        if getattr(optimizer, "iterations", None) is not None:
+            from hookbridge._migrate.optimizer_state import set_step
+
+            set_step(optimizer, step)  # a LossScaleOptimizer's inner one; gradient accumulation

@@ -137,8 +137,33 @@ def classify(names: Sequence[str], variables: set[str]) -> State:
     return state
 
 
+def inner(optimizer: Any) -> Any:
+    """The optimizer doing the updates: a ``LossScaleOptimizer``'s ``inner_optimizer`` (Keras 3,
+    tf_keras), else ``optimizer`` itself. Its slots, settings and step are the state to load."""
+    while getattr(optimizer, "inner_optimizer", None) is not None:
+        optimizer = optimizer.inner_optimizer
+    return optimizer
+
+
+def set_step(optimizer: Any, step: int) -> None:
+    """Sets the optimizer's ``iterations`` (its count of updates, the global step) to ``step``.
+
+    Under Keras 3 ``gradient_accumulation_steps=k`` Keras computes ``iterations`` from a counter
+    of batches: it is set to ``step * k``, the first batch of an accumulation, and the
+    accumulated gradients to zero (a TF1 checkpoint holds none: TF1 applies every step).
+    Call it in eager mode.
+    """
+    from hookbridge import _tfcompat
+
+    optimizer = inner(optimizer)
+    counter, per_update = _tfcompat.keras_optimizer_counter(optimizer)
+    counter.assign(np.asarray(step * per_update, dtype=np.asarray(counter).dtype))
+    for accumulator in _tfcompat.keras_gradient_accumulators(optimizer):
+        accumulator.assign(np.zeros(accumulator.shape, np.asarray(accumulator).dtype))
+
+
 def keras_family(optimizer: Any) -> str | None:
-    return _KERAS_FAMILY.get(type(optimizer).__name__)
+    return _KERAS_FAMILY.get(type(inner(optimizer)).__name__)
 
 
 def optimizers(model: Any) -> list[Any]:
@@ -206,8 +231,9 @@ def restore(
     with _tfcompat.eager():
         for optimizer in candidates:
             _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+        candidates = [inner(o) for o in candidates]
         for optimizer in candidates[1:]:  # each counts the global step, as the Estimator's did
-            optimizer.iterations.assign(step)
+            set_step(optimizer, step)
         for s in state.slots:
             optimizer = pick(candidates, s.family)
             family = keras_family(optimizer)

@@ -17,6 +17,7 @@ import numpy as np
 from hookbridge._migrate.optimizer_state import (
     classify,
     current_lr,
+    inner,
     keras_family,
     mismatch,
     optimizers,
@@ -94,6 +95,7 @@ class Writer:
             iterations = int(candidates[0].iterations.numpy())
             for optimizer in candidates:
                 _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
+            candidates = [inner(o) for o in candidates]
             for s in state.slots:
                 optimizer = pick(candidates, s.family)
                 family = keras_family(optimizer)

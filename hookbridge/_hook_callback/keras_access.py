@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from hookbridge import _tfcompat
+from hookbridge import _exact, _tfcompat
 from hookbridge._hook_callback.batch_values import MEAN, OTHER, RAW, MetricKinds
 from hookbridge._hook_callback.keras_writes import keras_context
 
@@ -326,7 +326,11 @@ def fit_is_running(model: Any) -> bool:
     """Whether ``model.fit`` is on this thread's call stack, so that test events are fit's
     validation. (A flag set in ``on_train_begin`` would outlive a ``fit`` that raised: Keras
     calls no ``on_train_end`` then, and a later ``evaluate`` would run no hooks.) Walks the
-    frames once per ``evaluate``/``predict``, reading the locals only of frames named ``fit``."""
+    frames once per ``evaluate``/``predict``, reading the locals only of frames named ``fit``.
+    A custom loop driving the model's training (``CallbackLoop``, ``hookbridge/_exact.py``)
+    counts as its ``fit``."""
+    if _exact.driven(model):
+        return True
     frame = inspect.currentframe()
     while frame is not None:
         if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:

@@ -17,6 +17,7 @@ slow-callback warning) is Keras's own. The lifecycle, as ``fit`` runs it::
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -168,12 +169,17 @@ class CallbackLoop:
         self._batch_size: int | None = None
         self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
         self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
+        self._driving = contextlib.ExitStack()  # the run declared to HookCallback (_exact)
 
     # -- the training ------------------------------------------------------------------------
     def __enter__(self) -> CallbackLoop:
         if self._state != "new":
             raise RuntimeError("CallbackLoop: a loop runs once; make a new CallbackLoop.")
         self._state = "training"
+        # HookCallback takes the validation's on_test_* as fit's (its training hooks go on) and
+        # a predict from a callback as inside fit, as long as the loop runs, exception or not
+        self._driving = contextlib.ExitStack()
+        self._driving.enter_context(_exact.driving(self.model))
         if self._optimizer is not None:
             self._saved_optimizer = getattr(self.model, "optimizer", _data.END)
             self.model.optimizer = self._optimizer
@@ -193,6 +199,7 @@ class CallbackLoop:
                 self._end_epoch()
             self.callbacks.on_train_end(logs=self._training_logs)
         finally:
+            self._driving.close()
             if self._optimizer is not None:
                 if self._saved_optimizer is _data.END:
                     del self.model.optimizer

@@ -390,3 +390,104 @@ def test_hook_callback_sees_each_steps_own_values():
     assert [s[:2] for s in seen] == [(i, i + 1) for i in range(6)]
     np.testing.assert_array_equal([s[2] for s in seen], raw)  # each step's own value
     assert math.isinf(raw[1]) and raw[0] != loop.history.history["loss"][0]
+
+
+class HookEvents(tf.compat.v1.train.SessionRunHook):
+    """A TF1 hook recording its lifecycle: each run's global step (pre-step) and ``loss:0``."""
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+
+    def begin(self):
+        self.events.append(("begin",))
+
+    def after_create_session(self, session, coord):
+        self.events.append(("create",))
+
+    def before_run(self, run_context):
+        fetches = [tf.compat.v1.train.get_global_step(), "loss:0"]
+        return tf.compat.v1.train.SessionRunArgs(fetches)
+
+    def after_run(self, run_context, run_values):
+        step, loss = run_values.results
+        self.events.append(("run", int(step), float(loss)))
+
+    def end(self, session):
+        self.events.append(("end",))
+
+
+def checkpoint_steps(model_dir: str) -> list[int]:
+    """The global step saved in each checkpoint the directory's state lists."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    paths = list(state.all_model_checkpoint_paths) if state else []
+    return [int(tf.train.load_checkpoint(p).get_tensor("global_step")) for p in paths]
+
+
+@pytest.mark.parametrize(
+    "stop_at, validation_freq",
+    [(6, 1), (None, 2)],
+    ids=["StopAtStepHook6-validate-each-epoch", "no-stop-validate-every-2nd"],
+)
+def test_hook_callback_training_hooks_go_on_through_validation(tmp_path, stop_at, validation_freq):
+    """fit's validation runs no training hook (its on_test_* are the training run's): the hooks
+    run every training step of every epoch in one session, end() once; the loop the same."""
+
+    def hook_callback(side: str, events: list):
+        def hooks():
+            stop = [] if stop_at is None else [tf.compat.v1.train.StopAtStepHook(last_step=stop_at)]
+            saver = tf.compat.v1.train.CheckpointSaverHook(str(tmp_path / side), save_steps=3)
+            return [*stop, saver, HookEvents(events)]
+
+        return hookbridge.HookCallback(hooks)
+
+    hook_events: dict[str, list] = {"fit": [], "loop": []}
+    native, looped = Recorder(), Recorder()
+    kwargs = {"train": data(16, 4), "epochs": 3, "val": data(6, 4, seed=1),
+              "validation_freq": validation_freq}  # fmt: skip
+    model, _ = run_fit([hook_callback("fit", hook_events["fit"]), native], **kwargs)
+    task = Task(inner_model())
+    task.model.compile(optimizer=task.optimizer)  # the hooks' global step: its iterations
+    step = tf.function(task.train)
+    loop = hookbridge.CallbackLoop(
+        task.model, [hook_callback("loop", hook_events["loop"]), looped], epochs=3,
+        validation_data=kwargs["val"], validation_step=lambda b: task.test(*b),
+        validation_freq=validation_freq,
+    )  # fmt: skip
+    with loop:
+        for _ in loop.epochs():
+            for x, y in loop.steps(kwargs["train"]):
+                loop.step_end(step(x, y))
+
+    want, got = hook_events["fit"], hook_events["loop"]
+    steps = 12 if stop_at is None else stop_at
+    assert [e[:2] for e in want] == [("begin",), ("create",)] + [
+        ("run", i) for i in range(steps)
+    ] + [("end",)]  # fmt: skip
+    assert [e[:2] for e in got] == [e[:2] for e in want]
+    np.testing.assert_allclose([e[2] for e in got if e[0] == "run"],
+                               [e[2] for e in want if e[0] == "run"], rtol=2e-6)  # fmt: skip
+    assert checkpoint_steps(str(tmp_path / "fit")) == [0, 3, 6] + ([9, 12] if stop_at is None else [])
+    assert checkpoint_steps(str(tmp_path / "loop")) == checkpoint_steps(str(tmp_path / "fit"))
+    assert int(task.optimizer.iterations.numpy()) == int(model.task.optimizer.iterations.numpy())
+    assert_same_events(native.events, looped.events)
+
+
+@pytest.mark.parametrize("leave", ["end", "exception"])
+def test_evaluate_after_the_loop_is_an_evaluation_run(leave):
+    """The loop is the hooks' fit only while it runs: an evaluate after it (ended or left by an
+    exception) runs its hooks once per batch, in a session of its own, as after fit."""
+    events: list = []
+    task = Task(inner_model())
+    task.model.compile(optimizer=task.optimizer, loss="mse")
+    callback = hookbridge.HookCallback(lambda: [HookEvents(events)])
+    loop = hookbridge.CallbackLoop(task.model, [callback], data=data(8, 4), epochs=1)
+    with pytest.raises(ZeroDivisionError) if leave == "exception" else warnings.catch_warnings():
+        with loop:
+            for _ in loop.epochs():
+                for x, y in loop.steps():
+                    loop.step_end(task.train(x, y))
+                    if leave == "exception":
+                        raise ZeroDivisionError
+    del events[:]
+    task.model.evaluate(data(8, 4), callbacks=[callback], verbose=0)
+    assert [e[0] for e in events] == ["begin", "create", "run", "run", "end"]

@@ -252,7 +252,8 @@ def test_a_feature_order_mismatch_is_an_error(tmp_path):
     prefix, _ = _linear_checkpoint(tmp_path)
     model = _linear_model(["b", "a", "c"])  # declared order: the Estimator sorted by name
     with pytest.raises(ValueError, match=r"concatenates the features in the order \['b', 'a', "
-                       r"'c'\], the Estimator in the order \['a', 'b', 'c'\]"):
+                       r"'c'\], the checkpoint's column weights fill its kernel's rows in the order "
+                       r"\['a', 'b', 'c'\]"):
         hookbridge.restore_checkpoint(model, prefix, "auto")
 
 
@@ -265,3 +266,67 @@ def test_an_explicit_tuple_stacks_in_the_given_order(tmp_path):
     with pytest.raises(ValueError, match=r"\[1, 1\] \+ \[1, 1\] to Keras weight linear/kernel of "
                        r"shape \[3, 1\] \(stacked by rows\)"):
         hookbridge.restore_checkpoint(model, prefix, {names[:2]: "linear/kernel", "*": "auto"})
+
+
+# Columns the Estimator orders by their names while the checkpoint holds their variable scopes,
+# where every character outside [A-Za-z0-9_.-] is '_': "temp max" < "temp2" but "temp_max" >
+# "temp2"; "2nd day" < "Zed" < "a.b" < "temp max" < "temp2" < "x-1" (the Estimator's order).
+ODD = {"temp2": -2.0, "temp max": 0.5, "a.b": 3.0, "Zed": 1.5, "2nd day": -0.75, "x-1": 0.125}
+ODD_ORDER = ["2nd day", "Zed", "a.b", "temp max", "temp2", "x-1"]
+
+
+def _scoped_checkpoint(directory):
+    """``LinearRegressor``'s variables for the ``ODD`` columns, under their scopes."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.train.get_or_create_global_step()
+        for name, value in ODD.items():
+            scope = name.replace(" ", "_")
+            v1.get_variable(f"linear/linear_model/{scope}/weights", [1, 1],
+                            initializer=v1.constant_initializer(value))
+        v1.get_variable("linear/linear_model/bias_weights", [1],
+                        initializer=v1.constant_initializer(0.25))
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"), global_step=0)
+    features = {k: np.random.default_rng(i).normal(size=(8, 1)).astype("float32")
+                for i, k in enumerate(ODD)}
+    return prefix, features, sum(features[k] * w for k, w in ODD.items()) + 0.25
+
+
+def test_column_weights_stack_in_the_order_of_the_column_names_not_their_scopes(tmp_path):
+    prefix, features, native = _scoped_checkpoint(tmp_path)
+    model = _linear_model(ODD_ORDER)
+    out = io.StringIO()
+    hookbridge.restore_checkpoint(model, prefix, "auto", dry_run=out)
+    assert [line.split()[0] for line in out.getvalue().splitlines()[1:7]] == [
+        f"linear/linear_model/{k.replace(' ', '_')}/weights" for k in ODD_ORDER
+    ]
+    hookbridge.restore_checkpoint(model, prefix, "auto")
+    np.testing.assert_allclose(model.weights[0].numpy()[:, 0], [ODD[k] for k in ODD_ORDER])
+    np.testing.assert_allclose(model.predict(features, verbose=0), native, rtol=1e-6)
+
+
+def test_a_model_concatenating_in_the_scopes_order_is_an_error(tmp_path):
+    # sorted by scope: "temp2" before "temp max" (the order the weights had stacked in before)
+    prefix, _, _ = _scoped_checkpoint(tmp_path)
+    by_scope = sorted(ODD_ORDER, key=lambda k: k.replace(" ", "_"))
+    assert by_scope != ODD_ORDER
+    with pytest.raises(ValueError, match=r"concatenates the features in the order \['2nd day', "
+                       r"'Zed', 'a.b', 'temp2', 'temp max', 'x-1'\], the checkpoint's column "
+                       r"weights fill its kernel's rows in the order \['2nd day', 'Zed', 'a.b', "
+                       r"'temp max', 'temp2', 'x-1'\]"):
+        hookbridge.restore_checkpoint(_linear_model(by_scope), prefix, "auto")
+
+
+def test_without_the_column_names_an_undecided_order_is_refused(tmp_path):
+    prefix, features, native = _scoped_checkpoint(tmp_path)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(1, name="linear")])
+    with pytest.raises(ValueError, match=r"the order of \['temp_max'\] among "
+                       r"\['2nd_day', 'Zed', 'a.b', 'temp2', 'temp_max', 'x-1'\] depends on the "
+                       r"names they stand for.*keras.Input\(name='temp max'\)"):
+        hookbridge.restore_checkpoint(model, prefix, "auto")
+    names = tuple(f"linear/linear_model/{k.replace(' ', '_')}/weights" for k in ODD_ORDER)
+    hookbridge.restore_checkpoint(model, prefix, {names: "linear/kernel", "*": "auto"})
+    x = np.concatenate([features[k] for k in ODD_ORDER], axis=1)
+    np.testing.assert_allclose(model.predict(x, verbose=0), native, rtol=1e-6)

@@ -131,3 +131,37 @@ def test_what_the_twin_cannot_build_is_named():
     categorical = tf.feature_column.categorical_column_with_identity("k", 3)
     with pytest.raises(ValueError, match="column 'k' of type IdentityCategoricalColumn"):
         hookbridge.keras_twin(tf.estimator.LinearClassifier([categorical]))
+
+
+# Column names the Estimator sorts otherwise than their variable scopes ("temp max" < "temp2",
+# scopes "temp_max" > "temp2"), with dots, digits, uppercase: declared in no particular order.
+ODD_NAMES = ["temp2", "temp max", "a.b", "Zed", "2nd day", "x-1", "temp_1"]
+ODD = {
+    "LinearRegressor V2": lambda c, **k: tf.estimator.LinearRegressor(c, **k),
+    "LinearClassifier V1": lambda c, **k: tf.compat.v1.estimator.LinearClassifier(
+        c, n_classes=3, **k),
+    "DNNLinearCombinedRegressor V2": lambda c, **k: tf.estimator.DNNLinearCombinedRegressor(
+        linear_feature_columns=c, dnn_feature_columns=[x for x in c if " " not in x.name],
+        dnn_hidden_units=[4], **k),  # the DNN's input_layer takes no spaces (a name scope)
+}
+
+
+@pytest.mark.parametrize("which", list(ODD))
+def test_the_twin_orders_unusual_column_names_as_the_estimator(which, tmp_path):
+    rng = np.random.default_rng(5)
+    features = {k: rng.normal(size=(32, 1)).astype("float32") for k in ODD_NAMES}
+    score = sum((i - 3) * features[k] for i, k in enumerate(ODD_NAMES))
+    labels = np.digitize(score, [-1.0, 1.0]) if "Classifier" in which else score
+
+    def make():
+        columns = [tf.feature_column.numeric_column(k) for k in ODD_NAMES]
+        return ODD[which](columns, config=run_config(tmp_path, CONFIG))
+
+    make().train(dataset_fn(features, labels), max_steps=6)
+    native = np.stack([p["logits"] if "logits" in p else p["predictions"] for p in make().predict(
+        lambda: tf.data.Dataset.from_tensor_slices(features).batch(BATCH))])
+    twin = hookbridge.keras_twin(make())
+    assert hookbridge.restore_checkpoint(twin, str(tmp_path), "auto") == 6
+    predicted = twin.predict(features, verbose=0)
+    assert np.abs(native).max() > 0.1  # trained: the order of the weights shows
+    np.testing.assert_allclose(predicted, native.reshape(predicted.shape), rtol=1e-5, atol=1e-5)

@@ -111,10 +111,13 @@ def auto_pairs(
     labels: Sequence[str],
     weight_shapes: Sequence[tuple[int, ...]],
     ckpt_shapes: Mapping[str, tuple[int, ...]],
+    columns: Sequence[str] = (),
 ) -> list[tuple[str, int]]:
+    """``columns``: the feature column names the model names its inputs after (the order of
+    a linear model's column weights, ``linear.scope_order``)."""
     free = set(free_weights)
     keras_layers = [[i for i in g if i in free] for g in _keras_layers(labels)]
-    layers = _linear.sources(free_variables)
+    layers = _linear.sources(free_variables, columns)
     ckpt_layers = [srcs for _, srcs in sorted(layers, key=lambda kv: _natural_key(kv[0]))]
     used = [False] * len(ckpt_layers)
     pairs: list[tuple[str, int]] = []

@@ -160,6 +160,7 @@ def plan(
             labels,
             weight_shapes,
             shapes,
+            _linear.input_names(model),
         )
     assigned = {i for _, i in pairs}
     loaded = {v for v, _ in pairs}

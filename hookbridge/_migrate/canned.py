@@ -162,9 +162,12 @@ def _two_optimizer_model(keras: Any) -> Any:
 
 
 def _numeric_columns(feature_columns: Any, kind: str) -> list[tuple[str, int]]:
-    """``(key, width)`` of each column, in the Estimator's order (sorted by name)."""
+    """``(key, width)`` of each column, in the Estimator's order (``linear.estimator_order``)."""
+    from hookbridge._migrate import linear
+
+    by_name = {c.name: c for c in feature_columns}
     out = []
-    for column in sorted(feature_columns, key=lambda c: c.name):
+    for column in (by_name[name] for name in linear.estimator_order(by_name)):
         name = type(column).__name__
         shape = tuple(getattr(column, "shape", ()) or ())
         if name != "NumericColumn":

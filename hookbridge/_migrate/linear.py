@@ -9,6 +9,14 @@ sorted by name (``sorted(columns, key=lambda c: c.name)``, as ``linear_model`` a
 ``input_layer`` build them), whatever order they were declared in. The DNN half concatenates its
 input in the same order.
 
+The checkpoint does not hold the column names, only their variable scopes: the name with every
+character outside ``[A-Za-z0-9_.-]`` replaced by ``_`` (``feature_column_v2.
+_sanitize_column_name_for_variable_scope``), which sorts otherwise (``"temp max" < "temp2"``,
+``"temp_max" > "temp2"``). :func:`estimator_order` is the Estimator's order of column names,
+:func:`scope_order` that of a checkpoint's scopes, read through the column names the Keras model
+names its inputs after; where those are not known and the ``_`` of a scope could decide the
+order, it refuses rather than guess.
+
 A Keras model fed the features in another order computes other logits without any error; where
 the model names its inputs (``keras.Input(name=<column>)``) and concatenates them, the order it
 concatenates is checked here against the Estimator's.
@@ -17,17 +25,86 @@ concatenates is checked here against the Estimator's.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 _COLUMN_WEIGHTS = re.compile(r"^(?P<scope>(?:.*/)?linear_model)/(?P<column>[^/]+)/weights$")
+#: What a variable scope cannot hold of a column name (feature_column_v2, tf 2.15).
+_NOT_IN_SCOPE = re.compile(r"[^A-Za-z0-9_.\-]")
 #: A source: the checkpoint names filling one Keras weight (rows stacked in this order), and the
 #: leaf it stands for (``kernel``, ``bias``, or the single name's own leaf).
 Source = tuple[tuple[str, ...], str]
 
 
-def groups(variables: Sequence[str]) -> dict[str, tuple[list[str], str | None]]:
-    """``{scope: (column weights in the Estimator's order, bias name or None)}``."""
+def scope(column: str) -> str:
+    """The variable scope the Estimator gives the column named ``column``."""
+    return _NOT_IN_SCOPE.sub("_", column)
+
+
+def estimator_order(columns: Iterable[str]) -> list[str]:
+    """Column names in the Estimator's order: sorted by name, as they are, not as scopes."""
+    return sorted(columns)
+
+
+def scope_order(scopes: Iterable[str], columns: Sequence[str] = ()) -> list[str]:
+    """A linear model's column scopes (as its checkpoint names them) in the Estimator's order.
+
+    Args:
+        scopes: the scopes (``temp_max``).
+        columns: column names known (the model's input names, ``temp max``): a scope is
+            ordered by the column name it stands for.
+
+    Raises:
+        ValueError: two known columns have one scope, or a scope whose column is not known
+            holds a ``_`` (any character before sanitizing) where it could decide the order.
+    """
+    scopes = list(scopes)
+    named: dict[str, list[str]] = {}
+    for name in dict.fromkeys(columns):
+        named.setdefault(scope(name), []).append(name)
+    raw, unknown = {}, set()
+    for s in scopes:
+        names = named.get(s, [s])
+        if len(names) > 1:
+            raise ValueError(
+                f"restore_checkpoint: the model's inputs {names} all stand for the Estimator's "
+                f"column scope {s!r} (characters outside [A-Za-z0-9_.-] become '_'): name one "
+                "input after the column, or stack the weights with a tuple entry "
+                "{('<scope>/linear_model/<column>/weights', ...): '<kernel>'}."
+            )
+        raw[s] = names[0]
+        if s not in named:
+            unknown.add(s)
+    ordered = sorted(scopes, key=raw.__getitem__)
+    unsure = sorted(
+        {s for a in scopes for b in scopes if a < b for s in _undecided(a, b, raw, unknown)}
+    )
+    if unsure:
+        raise ValueError(
+            f"restore_checkpoint: the Estimator orders its columns by their names, and the "
+            f"checkpoint holds their scopes, where '_' stands for any character outside "
+            f"[A-Za-z0-9_.-]: the order of {unsure} among {ordered} depends on the names "
+            "they stand for, which the model does not give. Name the Keras inputs after the "
+            "feature columns (keras.Input(name='temp max'), as keras_twin does), or stack the "
+            "weights in your order with a tuple entry {('<scope>/linear_model/<column>/weights',"
+            " ...): '<kernel>'}."
+        )
+    return ordered
+
+
+def _undecided(a: str, b: str, raw: Mapping[str, str], unknown: set[str]) -> list[str]:
+    """The scopes of ``a``, ``b`` whose unknown column name could order the two otherwise."""
+    x, y = raw[a], raw[b]
+    d = next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+    last = min(d + 1, len(x), len(y))
+    return [s for s, name in ((a, x), (b, y)) if s in unknown and "_" in name[:last]]
+
+
+def groups(
+    variables: Sequence[str], columns: Sequence[str] = ()
+) -> dict[str, tuple[list[str], str | None]]:
+    """``{scope: (column weights in the Estimator's order, bias name or None)}``, the column
+    names given by ``columns`` (:func:`scope_order`)."""
     found: dict[str, list[tuple[str, str]]] = {}
     for name in variables:
         m = _COLUMN_WEIGHTS.match(name)
@@ -35,9 +112,11 @@ def groups(variables: Sequence[str]) -> dict[str, tuple[list[str], str | None]]:
             found.setdefault(m["scope"], []).append((m["column"], name))
     names = set(variables)
     out = {}
-    for scope, columns in found.items():
-        bias = f"{scope}/bias_weights"
-        out[scope] = ([name for _, name in sorted(columns)], bias if bias in names else None)
+    for model_scope, found_columns in found.items():
+        bias = f"{model_scope}/bias_weights"
+        by_scope = dict(found_columns)
+        order = scope_order(by_scope, columns)
+        out[model_scope] = ([by_scope[s] for s in order], bias if bias in names else None)
     return out
 
 
@@ -47,15 +126,18 @@ def column(name: str) -> str | None:
     return m["column"] if m else None
 
 
-def sources(variables: Sequence[str]) -> list[tuple[str, list[Source]]]:
+def sources(
+    variables: Sequence[str], columns: Sequence[str] = ()
+) -> list[tuple[str, list[Source]]]:
     """The checkpoint's variables as layers of sources ``(layer name, sources)``: each linear
-    model one layer (its columns' weights stacked as one kernel, ``bias_weights`` its bias),
-    every other variable a source of its own, grouped by the name up to its last ``/``."""
-    linear = groups(variables)
+    model one layer (its columns' weights stacked as one kernel in the Estimator's order of
+    ``columns``, ``bias_weights`` its bias), every other variable a source of its own, grouped by
+    the name up to its last ``/``."""
+    linear = groups(variables, columns)
     taken = {n for names, bias in linear.values() for n in [*names, *([bias] if bias else [])]}
     layers: dict[str, list[Source]] = {}
-    for scope, (names, bias) in linear.items():
-        layers[scope] = [(tuple(names), "kernel")] + ([((bias,), "bias")] if bias else [])
+    for model_scope, (names, bias) in linear.items():
+        layers[model_scope] = [(tuple(names), "kernel")] + ([((bias,), "bias")] if bias else [])
     for name in variables:
         if name not in taken:
             layer, _, leaf = name.rpartition("/")
@@ -74,16 +156,26 @@ def source_shape(source: Source, shapes: Mapping[str, tuple[int, ...]]) -> tuple
     return (sum(shapes[n][0] for n in names), *first[1:])
 
 
-def check_feature_order(model: Any, columns: Sequence[str]) -> None:
-    """Raises when the Keras model concatenates inputs named after ``columns`` (the Estimator's
-    order) in another order.
+def input_names(model: Any) -> list[str]:
+    """The names of the model's inputs (``keras.Input(name=...)``), ``[]`` when it has none."""
+    try:
+        inputs = list(getattr(model, "inputs", None) or [])
+    except (AttributeError, ValueError):
+        return []
+    return [str(getattr(t, "name", "")).split(":")[0] for t in inputs]
+
+
+def check_feature_order(model: Any, scopes: Sequence[str]) -> None:
+    """Raises when the Keras model concatenates inputs named after the columns of ``scopes``
+    (a kernel's rows, filled in this order) in another order. An input stands for the column
+    whose scope is its name's (:func:`scope`).
 
     Raises:
         ValueError: naming both orders.
     """
     import tensorflow as tf
 
-    wanted = list(columns)
+    wanted = list(scopes)
     for layer in getattr(model, "layers", []):
         if not isinstance(layer, tf.keras.layers.Concatenate):
             continue
@@ -92,12 +184,16 @@ def check_feature_order(model: Any, columns: Sequence[str]) -> None:
         except (AttributeError, ValueError):
             continue
         names = [str(getattr(t, "name", "")).split(":")[0] for t in inputs]
-        if sorted(names) == sorted(wanted) and names != wanted:
+        got = [scope(n) for n in names]
+        if sorted(got) == sorted(wanted) and got != wanted:
+            column = dict(zip(got, names))
             raise ValueError(
                 f"restore_checkpoint: the Keras layer {layer.name!r} concatenates the features "
-                f"in the order {names}, the Estimator in the order {wanted} (its feature columns "
-                "sorted by name): the weights would apply to the wrong features. Concatenate "
-                f"the inputs in the order {wanted}, or stack the columns' weights in your order "
-                "with a tuple entry: {('<scope>/linear_model/<column>/weights', ...): "
-                "'<kernel>'}."
+                f"in the order {names}, the checkpoint's column weights fill its kernel's rows in "
+                f"the order {[column[s] for s in wanted]} (the Estimator's order, its feature "
+                "columns sorted by name, unless a tuple entry gave another): the weights would "
+                "apply to the wrong features. Concatenate the inputs "
+                f"in the order {[column[s] for s in wanted]}, or stack the columns' weights in "
+                "your order with a tuple entry: {('<scope>/linear_model/<column>/weights', "
+                "...): '<kernel>'}."
             )

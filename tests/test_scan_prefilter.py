@@ -49,7 +49,10 @@ def _generator():
     return module.generate
 
 
-@pytest.mark.parametrize("tree", ["tests/fixtures/tf1_project", "tests/fixtures/tpu_project"])
+@pytest.mark.parametrize(
+    "tree",
+    ["tests/fixtures/tf1_project", "tests/fixtures/tpu_project", "tests/fixtures/census_project"],
+)
 def test_the_fixtures_scan_the_same_with_every_file_read(tree, monkeypatch):
     assert _rows(scan(ROOT / tree)) == _rows(_scan_reading_everything(ROOT / tree, monkeypatch))
 
@@ -177,6 +180,27 @@ PROJECT = {
         from . import util
         from .. import layers
         """,
+    # A function giving its parameter to a hook's tensors (read: "Hook"), a wrapper of it that
+    # names no hook (read once the first is known), and a caller of the wrapper (read once the
+    # wrapper is known): the caller's names are rows where it writes them (stage 4, repeated).
+    "pkg/helpers.py": """
+        import tensorflow.compat.v1 as tf
+
+        def logging_hook(names):
+            return tf.train.LoggingTensorHook(names, every_n_iter=1)
+        """,
+    "pkg/wrap.py": """
+        from pkg import helpers
+
+        def wrapped(names):
+            return helpers.logging_hook(names)
+        """,
+    "pkg/uses_wrap.py": """
+        from pkg import wrap
+
+        def job():
+            return wrap.wrapped(["accuracy", "loss"])
+        """,
     # Python 2: a parse error, in a file with nothing else.
     "pkg/py2.py": 'print "hello"\n',
     # Accepted by ast.parse, refused by symtable: parsed, no parse error.
@@ -208,6 +232,9 @@ def test_a_project_of_edge_cases_scans_the_same(tmp_path, monkeypatch):
         ("pkg/seven.py", "hook", "LoggingTensorHook", findings.CONFORMS),
         ("pkg/seven_cr.py", "hook", "LoggingTensorHook", findings.CONFORMS),
         ("pkg/py2.py", "file", "pkg/py2.py", findings.PARSE_ERROR),
+        ("pkg/helpers.py", "hook", "LoggingTensorHook", findings.NEEDS_TENSOR),
+        ("pkg/uses_wrap.py", "tensor", "'accuracy'", findings.NEEDS_TENSOR),
+        ("pkg/uses_wrap.py", "tensor", "'loss'", findings.CONFORMS),
     }
     assert expected <= rows, sorted(expected - rows)
     assert any(x.path == "pkg/legacy.py" and x.status == findings.REMOVED_API for x in got.findings)
@@ -227,6 +254,7 @@ def test_only_files_without_any_such_name_are_skipped():
         assert not skipped(PROJECT[f"pkg/{name}.py"]), name
     # Skipped by its text alone, read once the scan knows the names of its hook class/factory.
     assert skipped(PROJECT["pkg/uses_class.py"]) and skipped(PROJECT["pkg/uses_factory.py"])
+    assert skipped(PROJECT["pkg/wrap.py"]) and skipped(PROJECT["pkg/uses_wrap.py"])
     assert prefilter.parses(b"x = 1\n", "x.py")
     assert not prefilter.parses(b'print "hello"\n', "x.py")
     assert not prefilter.parses(b"nonlocal x\n", "x.py")  # ast.parse accepts it: parse to know

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from hookbridge._migrate.scan.analyze import Classes, ModuleScan
 from hookbridge._migrate.scan.findings import Finding, ScanResult
+from hookbridge._migrate.scan.flow import Functions
 from hookbridge._migrate.scan.project import read
+from hookbridge._migrate.scan.verdicts import Links, combine
 
 __all__ = ["Finding", "ScanResult", "scan"]
 
@@ -54,6 +56,8 @@ def scan(path: str | Path, exclude: Iterable[str] = ()) -> ScanResult:
 def _scan(root: Path, exclude: Iterable[str]) -> ScanResult:
     files, modules, out = read(root, exclude)
     classes = Classes(modules)
+    functions = Functions({m.module: m for m in modules})
+    links = Links()
     # Eager execution turned off anywhere makes tf.keras fit graph-mode in the TF1 modules.
     graph_mode = any(m.graph_mode for m in modules)
     for module in modules:
@@ -61,6 +65,7 @@ def _scan(root: Path, exclude: Iterable[str]) -> ScanResult:
             graph_mode
             and any(name.startswith("tensorflow.compat.v1") for _, name in module.imports)
         )
-        out += ModuleScan(module, classes, graph_mode=tf1).run()
+        out += ModuleScan(module, classes, tf1, functions, links).run()
+    out = combine(out, links)  # a hook's verdict: the worst of its parts, wherever they are
     out.sort(key=lambda x: (x.path, x.line, x.kind, x.name))
     return ScanResult(root=str(root), files=len(files), findings=tuple(out))

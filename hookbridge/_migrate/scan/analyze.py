@@ -13,9 +13,8 @@ and lists spellings TensorFlow removed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
-from hookbridge._migrate.scan import catalog, spellings, tensors
+from hookbridge._migrate.scan import catalog, spellings
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import (
     Classes,
@@ -26,36 +25,45 @@ from hookbridge._migrate.scan.classes import (
     last_name,
     root_name,
 )
-from hookbridge._migrate.scan.entries import EntryPoints, name_of
+from hookbridge._migrate.scan.entries import name_of
+from hookbridge._migrate.scan.flow import Functions
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
-
-#: Built-in hooks whose arguments may name tensors: {name: (positional index, keyword)}.
-_TENSOR_ARGS = {
-    "LoggingTensorHook": (0, "tensors"),
-    "NanTensorHook": (0, "loss_tensor"),
-    "FinalOpsHook": (0, "final_ops"),
-}
+from hookbridge._migrate.scan.tensor_rows import TensorRows
+from hookbridge._migrate.scan.verdicts import Links
 
 
-class ModuleScan(EntryPoints):
+class ModuleScan(TensorRows):
     """Pass 2 over one module: every finding in it."""
 
-    def __init__(self, module: ModuleInfo, classes: Classes, graph_mode: bool = False) -> None:
+    def __init__(
+        self,
+        module: ModuleInfo,
+        classes: Classes,
+        graph_mode: bool = False,
+        functions: Functions | None = None,
+        links: Links | None = None,
+    ) -> None:
         super().__init__(module, graph_mode)
         self.classes = classes
-        self.hook_lines: set[int] = set()  # lines whose hook row carries a removed spelling
+        self.functions = functions or Functions({module.module: module})
+        self.links = links if links is not None else Links()
         self._pending_callbacks: list[tuple[ast.Call | None, f.Finding]] = []
 
     def run(self) -> list[f.Finding]:
         # Most calls (len(x), tf.reduce_mean(...)) cannot be anything the scan reports: a call
         # is looked at only when its last name may be (or it is passed where hooks go).
         names = self.classes.relevant_names
-        calls = []
+        functions = self.functions.names
+        calls, passing = [], []
         for call in self.m.calls:
             func = call.node.func
             last = func.attr if func.__class__ is ast.Attribute else getattr(func, "id", "")
             if last in names or last.endswith("Hook") or call.node.keywords:
                 calls.append(call)
+            if (last in functions or func.__class__ is ast.Subscript) and (
+                call.node.args or call.node.keywords
+            ):
+                passing.append(call)  # may give a scanned function what reaches a hook
         kinds: dict[int, str] = {}
         for call in calls:
             kind = self._entry_kind(call.node)
@@ -67,12 +75,14 @@ class ModuleScan(EntryPoints):
         looked_at = {id(call.node) for call in calls}
         positions = self.hook_positions.keys() | self.callback_positions.keys()
         for call in self.m.calls:
-            key = id(call.node)
-            kind = kinds.get(key)
+            node_id = id(call.node)
+            kind = kinds.get(node_id)
             if kind is not None:
                 self._add_entry(call, kind)
-            elif key in looked_at or key in positions:
+            elif node_id in looked_at or node_id in positions:
                 self._classify_call(call)
+        for call in passing:
+            self._passed_to_functions(call)
         if self.tensor_scopes:
             for call in calls:  # the tensor reads are among the calls looked at
                 if any(id(s) in self.tensor_scopes for s in call.scopes):
@@ -90,8 +100,8 @@ class ModuleScan(EntryPoints):
             if last in catalog.CUSTOM_LOOP_NAMES:
                 status = f.UNSUPPORTED if last.endswith("Hook") else f.ENTRY_POINT
                 kind = f.HOOK if last.endswith("Hook") else f.ENTRY
-                self._add(
-                    call.node,
+                self._built(
+                    call,
                     kind,
                     name_of(func),
                     catalog.Bridged(
@@ -123,7 +133,7 @@ class ModuleScan(EntryPoints):
     def _report_classes(self) -> None:
         for cls in self.m.classes.values():
             if cls.qualname in self.classes.hooks:
-                self._add(
+                row = self._add(
                     cls.node,
                     f.HOOK_CLASS,
                     cls.name,
@@ -134,6 +144,8 @@ class ModuleScan(EntryPoints):
                         check_action(self.classes, cls, callback=False),
                     ),
                 )
+                self.links.class_rows[cls.qualname] = row
+                self.links.uses[row] = cls.qualname
                 self.tensor_scopes.add(id(cls.node))
             elif cls.qualname in self.classes.callbacks:
                 finding = f.Finding(
@@ -160,8 +172,8 @@ class ModuleScan(EntryPoints):
         cls = self.classes.resolve(qualified)
         factory = self.classes.built_by.get(qualified or "")
         if cls is None and factory is not None and factory.qualname in self.classes.hooks:
-            self._add(
-                node,
+            row = self._built(
+                call,
                 f.HOOK,
                 factory.name,
                 catalog.Bridged(
@@ -172,9 +184,10 @@ class ModuleScan(EntryPoints):
                 ),
                 entry,
             )
+            self.links.uses[row] = factory.qualname
         elif cls is not None and cls.qualname in self.classes.hooks:
-            self._add(
-                node,
+            row = self._built(
+                call,
                 f.HOOK,
                 cls.name,
                 catalog.Bridged(
@@ -184,6 +197,7 @@ class ModuleScan(EntryPoints):
                 ),
                 entry,
             )
+            self.links.uses[row] = cls.qualname
         elif cls is not None and cls.qualname in self.classes.callbacks:
             self._defer_callback(
                 node,
@@ -194,6 +208,8 @@ class ModuleScan(EntryPoints):
                     check_action(self.classes, cls, callback=True),
                 ),
             )
+        elif id(node) in self.hook_positions and cls is None and self._factory_row(call, entry):
+            return
         elif id(node) in self.hook_positions and cls is None:
             name = name_of(node.func)
             self._add(
@@ -224,10 +240,12 @@ class ModuleScan(EntryPoints):
         if ".contrib." in f"{qualified}." and (
             last.endswith("Hook") or id(node) in self.hook_positions
         ):
-            self._add(
-                node, f.HOOK, last, catalog.Bridged(f.UNSUPPORTED, catalog.CONTRIB_REASON), entry
+            self._built(
+                call, f.HOOK, last, catalog.Bridged(f.UNSUPPORTED, catalog.CONTRIB_REASON), entry
             )
-            self.hook_lines.add(node.lineno)
+            gone = spellings.removed(qualified)
+            if gone is not None:
+                self.carried.add((node.lineno, gone[0]))
             return True
         if is_keras_callback_path(qualified):
             if last == "TensorBoard" and ".compat.v1." in qualified and id(node) not in (
@@ -255,15 +273,15 @@ class ModuleScan(EntryPoints):
         gone = spellings.removed(qualified)
         if gone is not None:
             spelling, replacement = gone
-            self.hook_lines.add(node.lineno)
+            self.carried.add((node.lineno, spelling))
             bridged = catalog.Bridged(
                 f.REMOVED_API,
                 f"{display(spelling)} does not import on TF >= 2.16; {bridged.status} as a "
                 f"hook: {bridged.detail}",
                 replacement.split(": ", 1)[-1],
             )
-        self._add(node, f.HOOK, last, bridged, entry)
-        self._tensor_arguments(call, last)
+        row = self._built(call, f.HOOK, last, bridged, entry)
+        self._tensor_arguments(call, last, row)
         return True
 
     def _defer_callback(self, node: ast.Call, name: str, bridged: catalog.Bridged) -> None:
@@ -297,51 +315,8 @@ class ModuleScan(EntryPoints):
 
     # -------------------------------------------------------------------------- spellings
     def _spellings(self) -> None:
-        for line, name, bridged in spellings.rows(self.m, self.hook_lines):
+        for line, name, bridged in spellings.rows(self.m, self.carried):
             self._add(_Line(line), f.SPELLING, name, bridged)
-
-    # -------------------------------------------------------------------------- tensors
-    def _tensor_arguments(self, call: Call, last: str) -> None:
-        if last not in _TENSOR_ARGS:
-            return
-        index, keyword = _TENSOR_ARGS[last]
-        value = self._argument(call.node, keyword, index)
-        bridge_graph = any(id(s) in self.factory_scopes for s in call.scopes)
-        for leaf in tensors.resolve(self.m, call.scopes, value, bridge_graph):
-            name = leaf.label[1:-1] if leaf.label[:1] in "'\"" else ""
-            self._add(leaf.node, f.TENSOR, leaf.label, self._logged(call, name, leaf.bridged))
-
-    def _logged(self, call: Call, name: str, bridged: catalog.Bridged) -> catalog.Bridged:
-        """A tensor the HookCallback around this hooks callable exposes with ``log_names``."""
-        base = name.removeprefix("^").rsplit(":", 1)[0]
-        if bridged.status != f.NEEDS_TENSOR or not base:
-            return bridged
-        for scope in call.scopes:
-            if base in self.factory_scopes.get(id(scope), ()):
-                return catalog.Bridged(
-                    f.CONFORMS,
-                    f"a Keras log value: HookCallback(log_names=[..., '{base}']) puts it on the "
-                    "bridge's graph",
-                )
-        return bridged
-
-    def _scan_tensor_reference(self, call: Call) -> None:
-        node = call.node
-        attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-        last = last_name(self.m.qualify(node.func)) or attr
-        first = node.args[0] if node.args else None
-        if attr in catalog.BY_NAME_METHODS and isinstance(first, ast.Constant):
-            if isinstance(first.value, str):
-                bridged = self._logged(call, first.value, catalog.tensor_status(first.value))
-                self._add(node, f.TENSOR, repr(first.value), bridged)
-        elif last in catalog.COLLECTION_METHODS and first is not None:
-            name = _collectionname_of(first)
-            if name is not None:
-                self._add(node, f.TENSOR, f"collection {name!r}", catalog.collection_status(name))
-        elif last == "SessionRunArgs" and first is not None:
-            for sub, name in _strings(first):
-                bridged = self._logged(call, name, catalog.tensor_status(name))
-                self._add(sub, f.TENSOR, repr(name), bridged)
 
 
 class _Line:
@@ -371,23 +346,3 @@ def _overrides(node: ast.ClassDef) -> list[str]:
         item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     return [m for m in methods if m in defined]
-
-
-def _strings(node: ast.AST | None) -> Iterator[tuple[ast.AST, str]]:
-    """String constants in a fetch structure: a string, a list/tuple of them, a dict's values."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        yield node, node.value
-    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        for element in node.elts:
-            yield from _strings(element)
-    elif isinstance(node, ast.Dict):
-        for value in node.values:
-            yield from _strings(value)
-
-
-def _collectionname_of(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.Attribute) and node.attr in catalog.GRAPH_KEYS:
-        return catalog.GRAPH_KEYS[node.attr]
-    return None

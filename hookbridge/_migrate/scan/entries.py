@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ast
 
-from hookbridge._migrate.scan import catalog
+from hookbridge._migrate.scan import catalog, spellings
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import is_tf, is_tpu, last_name, root_name
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
+from hookbridge._migrate.scan.twins import twin_verdict
 from hookbridge._migrate.scan.walk import dotted
 
 ESTIMATOR_METHODS = ("train", "evaluate", "predict")
@@ -35,6 +36,8 @@ class EntryPoints:
         self.graph_mode = graph_mode
         self.out: list[f.Finding] = []
         self._seen: set[tuple[int, str, str]] = set()
+        #: (line, spelling) of the removed spellings a hook's or entry point's row carries.
+        self.carried: set[tuple[int, str]] = set()
         self.hook_positions: dict[int, str] = {}  # id(call) -> the entry it is passed to
         self.callback_positions: dict[int, str] = {}
         self.fit_callbacks: dict[int, str] = {}  # in a graph-mode tf.keras fit
@@ -50,17 +53,20 @@ class EntryPoints:
 
     def _add(
         self, node: ast.AST, kind: str, name: str, bridged: catalog.Bridged, entry: str = ""
-    ) -> None:
+    ) -> tuple[str, int, str, str]:
+        """Adds a row (once per line, kind and name); returns its key (path, line, kind,
+        name)."""
         line = getattr(node, "lineno", 1)
         key = (line, kind, name)
         if key in self._seen:
-            return
+            return (self.m.path, line, kind, name)
         self._seen.add(key)
         self.out.append(
             f.Finding(
                 self.m.path, line, kind, name, bridged.status, bridged.detail, bridged.action, entry
             )
         )
+        return (self.m.path, line, kind, name)
 
     @staticmethod
     def _is_estimator(qualified: str | None) -> bool:
@@ -261,7 +267,11 @@ class EntryPoints:
         status = f.ENTRY_POINT
         if kind in catalog.CANNED_ESTIMATORS:
             base = kind.removesuffix("V2")
-            what = catalog.CANNED_NEEDS if base in catalog.KERAS_TWINS else catalog.CANNED_BY_HAND
+            what = (
+                twin_verdict(self.m, node, call.scopes, base)
+                if base in catalog.KERAS_TWINS
+                else catalog.CANNED_BY_HAND
+            )
             if kind.startswith("BoostedTrees"):
                 status, what = f.UNSUPPORTED, catalog.BOOSTED_TREES_REASON
         else:
@@ -271,7 +281,15 @@ class EntryPoints:
                 + " in a HookCallback"
             )
         detail = what + (f" ({'; '.join(counts)})" if counts else "")
-        self._add(node, f.ENTRY, name_of(node.func), catalog.Bridged(status, detail))
+        action = ""
+        gone = spellings.removed(self.m.qualify(node.func))
+        if gone is not None:  # one row: the entry point, carrying its removed spelling
+            spelling, replacement = gone
+            self.carried.add((node.lineno, spelling))
+            why, _, action = replacement.partition(": ")
+            detail = f"{name_of(node.func)} does not import on TF >= 2.16 ({why}); {detail}"
+            status = f.REMOVED_API if status == f.ENTRY_POINT else status
+        self._add(node, f.ENTRY, name_of(node.func), catalog.Bridged(status, detail, action))
 
 
 def name_of(node: ast.AST) -> str:

@@ -45,6 +45,13 @@ _EXIT_BY_STATUS: Final = {
     PARSE_ERROR: EXIT_PARSE_ERROR,
 }
 
+
+
+def exit_code_of(status: str) -> int:
+    """The exit code one finding of ``status`` gives (see the ``EXIT_*`` names)."""
+    return _EXIT_BY_STATUS.get(status, EXIT_OK)
+
+
 #: Finding kinds.
 HOOK_CLASS: Final = "hook-class"  # a SessionRunHook subclass defined in the scanned code
 HOOK: Final = "hook"  # a hook constructed (built-in or custom)

@@ -17,6 +17,7 @@ from typing import Final
 from hookbridge._migrate.scan import findings, prefilter
 from hookbridge._migrate.scan.classes import Classes
 from hookbridge._migrate.scan.findings import Finding
+from hookbridge._migrate.scan.flow import Functions
 from hookbridge._migrate.scan.modules import ModuleInfo, module_name
 from hookbridge._migrate.scan.walk import parse
 
@@ -130,6 +131,18 @@ def read(
                 if cls.qualname in found
             }
         for index in [i for i, names in unread.items() if not names.isdisjoint(wanted)]:
+            del unread[index]
+            read_file(index)
+    # Files naming a function that builds hooks or passes tensors to one (a wrapper of
+    # hooks_helper.get_train_hooks, read in turn), until there are no more.
+    hook_names = Classes(done.values()).relevant_names
+    while unread:
+        functions = Functions({m.module: m for m in done.values()})
+        wanted = {name.encode() for name in functions.hook_functions(hook_names)}
+        more = [i for i, names in unread.items() if not names.isdisjoint(wanted)]
+        if not more:
+            break
+        for index in more:
             del unread[index]
             read_file(index)
     for index in list(unread):

@@ -80,10 +80,11 @@ def removed(qualified: str | None) -> tuple[str, str] | None:
     return None
 
 
-def rows(module: ModuleInfo, skip_lines: set[int]) -> list[tuple[int, str, Bridged]]:
+def rows(module: ModuleInfo, carried: set[tuple[int, str]]) -> list[tuple[int, str, Bridged]]:
     """``(first line, spelling as written, status)``: one row per removed spelling in
     ``module`` (its imports and dotted names; every line in the detail), except on
-    ``skip_lines`` (where a hook's own row already names the spelling)."""
+    the ``(line, spelling)`` pairs in ``carried`` (a hook's or entry point's own row on that line
+    already names the spelling)."""
     aliases = module.aliases
     lines: dict[str, list[int]] = {}
     replacements: dict[str, str] = {}
@@ -94,7 +95,7 @@ def rows(module: ModuleInfo, skip_lines: set[int]) -> list[tuple[int, str, Bridg
         found.append((line, f"{aliases.get(root, root)}.{rest}", raw))
     for line, qualified, raw in found:
         gone = removed(qualified)
-        if gone is None or line in skip_lines:
+        if gone is None or (line, gone[0]) in carried:
             continue
         spelling, replacement = gone
         at = lines.setdefault(spelling, [])

@@ -122,7 +122,7 @@ class EntryPoints:
         if node is None or depth > 4:
             return []
         if isinstance(node, ast.Call):  # hooks=make_hooks(): the lists a scanned function returns
-            return self._returned(node, scopes, depth)
+            return self._returned(node, scopes, depth) or [node]
         if isinstance(node, ast.Name):
             value = self.m.binding(scopes, node.id)
             if isinstance(value, ast.Call):

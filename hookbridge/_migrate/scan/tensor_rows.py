@@ -44,10 +44,13 @@ class TensorRows(EntryPoints):
         index, keyword, what = TENSOR_ARGS[last]
         value = self._argument(call.node, keyword, index)
         on_bridge = any(id(s) in self.factory_scopes for s in call.scopes)
-        for leaf in tensors.resolve(self.m, call.scopes, value, on_bridge, what):
+        for leaf in tensors.resolve(self.m, call.scopes, value, on_bridge, what, []):
             name = leaf.label[1:-1] if leaf.label[:1] in "'\"" else ""
             bridged = self._logged(call, name, leaf.bridged)
-            self.links.add_part(row, self._add(leaf.node, f.TENSOR, leaf.label, bridged))
+            part = self._add(leaf.node, f.TENSOR, leaf.label, bridged)
+            self.links.add_part(row, part)
+            if leaf.parameter:
+                self.links.given.add(part)
 
     def _factory_row(self, call: Call, entry: str) -> bool:
         """A call of scanned functions that build hooks, passed where hooks go
@@ -95,6 +98,7 @@ class TensorRows(EntryPoints):
                 ):
                     bridged = leaf.bridged._replace(detail=f"{via}: {leaf.bridged.detail}")
                     part = self._add(leaf.node, f.TENSOR, leaf.label, bridged)
+                    self.links.given.add(part)
                     for s in sinks:
                         self.links.add_part((s.path, s.line, f.HOOK, s.hook), part)
                     self.links.add_part(own, part)

@@ -38,6 +38,8 @@ class Leaf(NamedTuple):
     node: ast.AST
     label: str
     bridged: catalog.Bridged
+    #: a parameter of the function around the hook: what its callers give it decides
+    parameter: bool = False
 
 
 class _Context(NamedTuple):
@@ -120,11 +122,19 @@ def _resolve(
             why = f"{node.id} is {where}: the tree cannot tell its {ctx.what}s"
             if parameter is not None and ctx.params is not None:
                 why += " (what the scanned callers pass is listed where they pass it)"
-            yield _unverified(at, node.id, why)
+            yield _unverified(at, node.id, why)._replace(parameter=parameter is not None)
             return
         ctx.active.append(id(value))
         yield from _resolve(module, where_bound, value, ctx, via or node, depth + 1)
         ctx.active.pop()
+        return
+    if isinstance(node, ast.BoolOp):  # names or DEFAULT: either
+        for value in node.values:
+            yield from _resolve(module, scopes, value, ctx, via, depth + 1)
+        return
+    if isinstance(node, ast.IfExp):
+        for value in (node.body, node.orelse):
+            yield from _resolve(module, scopes, value, ctx, via, depth + 1)
         return
     names = _comprehension_names(node)
     if names is not None:

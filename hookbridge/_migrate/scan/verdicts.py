@@ -60,6 +60,9 @@ class Links:
     calls: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     #: a row of a call of scanned functions building hooks -> those functions (ids).
     factories: dict[Key, list[int]] = dataclasses.field(default_factory=dict)
+    #: rows of what one call gives a function's parameter, and of a parameter itself: a part
+    #: of the hook it reaches, not of what another call of the function builds.
+    given: set[Key] = dataclasses.field(default_factory=set)
 
     def add_part(self, hook: Key, part: Key) -> None:
         at = self.parts.setdefault(hook, [])
@@ -77,7 +80,12 @@ def combine(rows: Iterable[Finding], links: Links) -> list[Finding]:
         if function in seen:
             return []
         seen.add(function)
-        out = [x for k in links.built_in.get(function, []) for x in parts_of(k) + [by_key[k]]]
+        out = [
+            x
+            for k in links.built_in.get(function, [])
+            for x in [by_key[k], *parts_of(k)]
+            if key(x) not in links.given
+        ]
         for called in links.calls.get(function, ()):
             out += function_parts(called, seen)
         return out

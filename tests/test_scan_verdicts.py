@@ -145,10 +145,11 @@ def _tagger_hooks(directory: str):
 
 
 def _fit(hook) -> None:
-    import keras
+    import tensorflow as tf
 
     import hookbridge
 
+    keras = tf.keras  # the stack's Keras (tf_keras under TF_USE_LEGACY_KERAS=1)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
     x, y = np.ones((8, 2), "float32"), np.ones((8, 1), "float32")
@@ -181,10 +182,11 @@ def test_what_the_bridge_does_with_them_is_what_the_rows_say(tmp_path):
 
 # ---------------------------------------------------------- 3. only real mirrors conform
 def test_every_name_of_the_bridges_graph_conforms_and_no_other_model_name(census):
-    import keras
+    import tensorflow as tf
 
     from hookbridge._hook_callback.graph import SideGraph
 
+    keras = tf.keras
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3), keras.layers.Dense(1)])
     side = SideGraph(log_keys=["loss"], weights=model.weights)
     names = {op.name for op in side.graph.get_operations()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import make_model, step_reads
+from conftest import KERAS3, make_model, step_reads
 
 import hookbridge
 
@@ -109,3 +109,119 @@ def test_stop_requests_end_the_run_as_natively(how):
     expected_runs = 6 if how == "cleared" else 3
     assert got["native"][0] == expected_runs
     assert ("stopped on exception" in got["native"][4]) == (how == "exception")
+
+
+# -- issue 31 item 11: a stop asked by a hook that fetches nothing and has no after_run ---------
+class BeforeOnly(train.SessionRunHook):
+    """A deadline or signal hook: only ``before_run``, which fetches nothing; at its ``at``-th
+    call it asks for a stop through ``how``: the run context or the coordinator."""
+
+    def __init__(self, at, how):
+        self.at, self.how = at, how
+        self.calls = 0
+
+    def after_create_session(self, session, coord):
+        self.coord = coord
+
+    def before_run(self, run_context):
+        self.calls += 1
+        if self.calls == self.at:
+            if self.how == "context":
+                run_context.request_stop()
+            else:
+                self.coord.request_stop()
+
+
+class StepReader(train.SessionRunHook):
+    """``after_run`` only: the global step read through the session after each run."""
+
+    def begin(self):
+        self.gs = train.get_global_step()
+        self.read: list[int] = []
+
+    def after_run(self, run_context, run_values):
+        self.read.append(int(run_context.session.run(self.gs)))
+
+
+def _native_loop(hooks, steps, train_op_of):
+    """``steps`` runs at most of ``train_op_of(global_step)`` in a native MonitoredSession,
+    stopping when it says so, as ``Estimator.train``/``evaluate``/``predict`` loop; returns the
+    runs made."""
+    runs = 0
+    with tf.Graph().as_default():
+        op = train_op_of(train.get_or_create_global_step())
+        with train.MonitoredSession(hooks=hooks) as sess:
+            while not sess.should_stop() and runs < steps:
+                sess.run(op)
+                runs += 1
+    return runs
+
+
+def _incremented(gs):
+    with tf.control_dependencies(step_reads(gs)):
+        return tf.compat.v1.assign_add(gs, 1)
+
+
+def _bridged_mode(mode, hooks, steps):
+    """``steps`` batches of ``mode`` (``"fit"``, ``"evaluate"``, ``"predict"``) with the hooks;
+    returns the batches Keras ran and the model's ``optimizer.iterations`` after."""
+    model = make_model()
+    x, y = np.zeros((steps, 4), np.float32), np.zeros((steps, 1), np.float32)
+    batches: list[int] = []
+    count = tf.keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda b, logs: batches.append(b),
+        on_test_batch_end=lambda b, logs: batches.append(b),
+        on_predict_batch_end=lambda b, logs: batches.append(b),
+    )
+    callbacks = [hookbridge.HookCallback(hooks), count]
+    if mode == "fit":
+        model.fit(x, y, batch_size=1, epochs=1, verbose=0, callbacks=callbacks)
+    elif mode == "evaluate":
+        model.evaluate(x, y, batch_size=1, verbose=0, callbacks=callbacks)
+    else:
+        model.predict(x, batch_size=1, verbose=0, callbacks=callbacks)
+    return len(batches), int(model.optimizer.iterations.numpy())
+
+
+@pytest.mark.parametrize("reader", [False, True], ids=["alone", "with_reader"])
+@pytest.mark.parametrize("how", ["context", "coord"])
+def test_a_stop_asked_in_before_run_by_a_hook_fetching_nothing_ends_fit_as_natively(how, reader):
+    """A hook with only ``before_run``, fetching nothing, asks for a stop at its 3rd call: the
+    native session runs that 3rd step, calls every after_run, then stops; ``fit`` ran all 12
+    batches when no hook fetched anything and none had an ``after_run``."""
+    got = {}
+    for side in ("native", "bridged"):
+        stopper, step_reader = BeforeOnly(3, how), StepReader()
+        hooks = [stopper, step_reader] if reader else [stopper]
+        if side == "native":
+            runs = _native_loop(hooks, 12, _incremented)
+            steps = runs  # the train op adds one per run
+        else:
+            runs, steps = _bridged_mode("fit", hooks, 12)
+        got[side] = (runs, steps, stopper.calls, step_reader.read if reader else None)
+    assert got["bridged"] == got["native"]
+    assert got["native"][:3] == (3, 3, 3)
+    if reader:
+        assert got["native"][3] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", ["evaluate", "predict"])
+@pytest.mark.parametrize("reader", [False, True], ids=["alone", "with_reader"])
+def test_a_stop_asked_in_before_run_ends_evaluate_and_predict_as_natively(mode, reader):
+    """The same hook in evaluate / predict: natively Estimator.evaluate and predict loop
+    ``while not session.should_stop()``, so 3 runs; Keras 3 stops there too (stop_evaluating /
+    stop_predicting); tf_keras cannot stop them and says so."""
+    stopper, step_reader = BeforeOnly(3, "context"), StepReader()
+    hooks = [stopper, step_reader] if reader else [stopper]
+    native_runs = _native_loop(hooks, 12, lambda gs: gs.read_value())
+    native = (native_runs, stopper.calls, step_reader.read if reader else None)
+    assert native == (3, 3, [0, 0, 0] if reader else None)
+    stopper, step_reader = BeforeOnly(3, "context"), StepReader()
+    hooks = [stopper, step_reader] if reader else [stopper]
+    if KERAS3:
+        runs, _ = _bridged_mode(mode, hooks, 12)
+        assert (runs, stopper.calls, step_reader.read if reader else None) == native
+    else:
+        with pytest.warns(UserWarning, match="cannot stop evaluate/predict early"):
+            runs, _ = _bridged_mode(mode, hooks, 12)
+        assert runs == 12  # docs/troubleshooting.md: Keras 2 / tf_keras run to the end

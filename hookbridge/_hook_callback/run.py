@@ -260,9 +260,10 @@ class BridgeRun:
                 except PREEMPTION_ERRORS as e:
                     self._retry_after(batch, e)
                     held = None  # the hooks asked again: their fetches run again
-            if self._context.stopped:  # run_context.stop_requested (stops.py)
-                self.stop_requested = True
-        if self.coord.stopped:  # MonitoredSession.should_stop(): a coordinator stop
+        # As _HookedSession.run, after every after_run: the run's context, whichever hook (in
+        # before_run or after_run, or a thread holding the context) asked, fetching or not;
+        # then MonitoredSession.should_stop(): a coordinator stop. Two attribute reads (stops.py).
+        if self._context.stopped or self.coord.stopped:
             self.stop_requested = True
         return self.stop_requested
 

@@ -409,6 +409,26 @@ KERAS_TRAIN_COUNTER_ATTRIBUTE = "_train_counter"
 KERAS_TEST_COUNTER_ATTRIBUTE = "_test_counter"
 
 
+def keras_fit_start(
+    model: Any, steps_per_epoch: int | None, initial_epoch: int
+) -> tuple[int, int]:
+    """The epoch ``fit`` starts at and the step index it starts that epoch at, as ``fit`` reads
+    them right after ``on_train_begin``, where ``BackupAndRestore`` restored its backup.
+
+    Keras 3: ``model._initial_epoch or initial_epoch`` (its ``BackupAndRestore`` sets the private
+    attribute; step 0). tf_keras / Keras 2: ``model._maybe_load_initial_counters_from_ckpt(
+    steps_per_epoch, initial_epoch)`` (their ``BackupAndRestore``'s backup state; a step after
+    0 when it backed up mid-epoch). ``(initial_epoch, 0)`` for an object no ``fit`` runs (not a
+    ``keras.Model``).
+    """
+    if not isinstance(model, tf.keras.Model):
+        return initial_epoch, 0
+    if hasattr(model, "_maybe_load_initial_counters_from_ckpt"):  # tf_keras / Keras 2
+        epoch, step = model._maybe_load_initial_counters_from_ckpt(steps_per_epoch, initial_epoch)
+        return int(epoch), int(step)
+    return int(model._initial_epoch or initial_epoch), 0  # Keras 3
+
+
 def stop_at_step_last_step(hook: Any) -> int | None:
     """The last step of a ``StopAtStepHook`` (private; set from ``num_steps`` in
     ``after_create_session``, before that None)."""

@@ -492,3 +492,34 @@ def test_keras_optimizer_counter_and_gradient_accumulators():
     np.testing.assert_array_equal(accumulator.numpy(), np.ones((3, 2)))
     counter.assign(6)  # the counter Keras derives iterations from
     assert int(optimizer.iterations.numpy()) == 2
+
+
+def test_keras_fit_start_reads_what_backup_and_restore_restored(tmp_path):
+    """Where fit starts after BackupAndRestore's on_train_begin: Keras 3's model._initial_epoch,
+    tf_keras / Keras 2's model._maybe_load_initial_counters_from_ckpt (a mid-epoch backup: the
+    next step)."""
+    keras = tf.keras
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 2:
+                raise RuntimeError("interrupted")
+
+    def model():
+        built = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        built.compile(optimizer="sgd", loss="mse")
+        return built
+
+    x, y = np.ones((8, 2), "float32"), np.ones((8, 1), "float32")
+    first = model()
+    assert _tfcompat.keras_fit_start(first, 2, 0) == (0, 0)
+    assert _tfcompat.keras_fit_start(first, 2, 1) == (1, 0)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        first.fit(x, y, batch_size=4, epochs=4, verbose=0,
+                  callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path)), Interrupt()])  # fmt: skip
+    resumed = model()
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path))
+    backup.set_model(resumed)
+    backup.on_train_begin()
+    assert _tfcompat.keras_fit_start(resumed, 2, 0) == (2, 0)
+    assert _tfcompat.keras_fit_start(keras.layers.Dense(1), 2, 1) == (1, 0)  # no fit runs it

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -29,6 +29,7 @@ from hookbridge._loop import data as _data
 from hookbridge._loop.data import KERAS3
 from hookbridge._loop.keras2 import TEST, TRAIN, FitState
 from hookbridge._loop.logs import EpochLogs
+from hookbridge._loop.schedule import fit_start, validates, validation_freq_arg
 
 keras = tf.keras
 
@@ -54,13 +55,16 @@ class CallbackLoop:
             (the progress bar's target).
         epochs: index of the epoch to stop at, as ``fit(epochs=...)``.
         steps_per_epoch: steps per epoch; ``None`` runs each epoch to the end of the data.
-        initial_epoch: the epoch to start at (a resumed run), as ``fit(initial_epoch=...)``.
+        initial_epoch: the epoch to start at (a resumed run), as ``fit(initial_epoch=...)``. A
+            ``BackupAndRestore`` among the callbacks that restores a backup sets it (and, on
+            tf_keras / Keras 2 after a mid-epoch backup, the step to resume at) as in ``fit``.
         verbose: 0 silent, 1 progress bar, 2 a line per epoch (``fit``'s ``ProgbarLogger``).
         validation_data: data for the validation at each epoch's end (an iterable of batches).
         validation_step: function of a validation batch returning a dict of scalars (or
             metrics); required with ``validation_data``.
         validation_steps: at most this many validation batches.
-        validation_freq: validate every ``validation_freq`` epochs, as ``fit``.
+        validation_freq: as ``fit``: an int validates every ``validation_freq`` epochs, a list
+            (or other collection) of epochs (counted from 1) validates after those.
         metrics: ``keras.metrics.Metric`` objects the steps update (a ``tf.function`` cannot
             return one): reported by ``result()`` after the step's own keys, under their
             ``name``, reset when an epoch and when the validation begin, as ``fit`` does with
@@ -105,7 +109,7 @@ class CallbackLoop:
         validation_data: Iterable[Any] | None = None,
         validation_step: Callable[[Any], Mapping[str, Any]] | None = None,
         validation_steps: int | None = None,
-        validation_freq: int = 1,
+        validation_freq: int | Collection[int] = 1,
         metrics: Sequence[Any] = (),
         steps_per_execution: int = 1,
         optimizer: Any = None,
@@ -136,7 +140,7 @@ class CallbackLoop:
         self.validation_data = validation_data
         self.validation_step = validation_step
         self.validation_steps = validation_steps
-        self.validation_freq = validation_freq
+        self.validation_freq = validation_freq_arg(validation_freq)
         if int(steps_per_execution) != steps_per_execution or steps_per_execution < 1:
             raise ValueError(
                 f"CallbackLoop: steps_per_execution={steps_per_execution!r} must be an "
@@ -169,6 +173,9 @@ class CallbackLoop:
         self._batch_size: int | None = None
         self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
         self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
+        self._first_epoch, self._first_step = self.initial_epoch, 0  # once a backup is read
+        self._epoch_limit: int | None = None  # the resumed epoch's size (tf_keras, mid-epoch)
+        self._resumed_limit: int | None = None  # the size fit infers for it
         self._driving = contextlib.ExitStack()  # the run declared to HookCallback (_exact)
 
     # -- the training ------------------------------------------------------------------------
@@ -183,9 +190,18 @@ class CallbackLoop:
         if self._optimizer is not None:
             self._saved_optimizer = getattr(self.model, "optimizer", _data.END)
             self.model.optimizer = self._optimizer
-        self.model.stop_training = False
-        self._fit_state.reset(TRAIN)
-        self.callbacks.on_train_begin()
+        try:
+            self.model.stop_training = False
+            self._fit_state.reset(TRAIN)
+            self.callbacks.on_train_begin()
+            known = None if self.data is None else _data.known_batches(self.data, None)
+            self._resumed_limit = self.steps_per_epoch or known  # tf_keras's inferred steps
+            self._first_epoch, self._first_step = fit_start(
+                self.model, self._resumed_limit, self.initial_epoch
+            )
+        except BaseException as error:  # no `with` block to leave: left as by an exception
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -216,9 +232,11 @@ class CallbackLoop:
     def epochs(self) -> Iterator[int]:
         """The epochs to run, ``initial_epoch`` to ``epochs - 1``; stops when a callback asks."""
         self._require("epochs()", "training")
-        for epoch in range(self.initial_epoch, self.epochs_total):
+        for epoch in range(self._first_epoch, self.epochs_total):
             self._train_logs.reset()
-            self._epoch, self._step, self._last_logs = epoch, 0, {}
+            first = epoch == self._first_epoch  # a resumed epoch's steps go on from its backup
+            self._epoch, self._step, self._last_logs = epoch, self._first_step if first else 0, {}
+            self._epoch_limit = self._resumed_limit if first and self._first_step else None
             self.callbacks.on_epoch_begin(epoch)
             yield epoch
             if self._epoch is not None:
@@ -250,8 +268,9 @@ class CallbackLoop:
         # the train function, after the begin, unless the size sets the epoch's steps.
         read_first = known is not None and (KERAS3 or self.steps_per_epoch is None)
         k = self.steps_per_execution
-        while self.steps_per_epoch is None or self._step < self.steps_per_epoch:
-            wanted = k if self.steps_per_epoch is None else min(k, self.steps_per_epoch - self._step)
+        limit = self.steps_per_epoch if self._epoch_limit is None else self._epoch_limit
+        while limit is None or self._step < limit:
+            wanted = k if limit is None else min(k, limit - self._step)
             batches: list[Any] = []
             if iterator is not None and read_first:
                 batches = self._take(iterator, wanted)
@@ -347,7 +366,7 @@ class CallbackLoop:
             self._learned_batches = self._step  # tf_keras: the size the first epoch found
             return
         self._insufficient_data = True  # tf_keras: training stops after this epoch
-        total = (self.epochs_total - self.initial_epoch) * self.steps_per_epoch
+        total = (self.epochs_total - self._first_epoch) * self.steps_per_epoch
         tf.get_logger().warning(_data.RAN_OUT_TF_KERAS.format(total))
 
     def _epoch_iterator(self, data: Iterable[Any] | None) -> Iterator[Any] | None:
@@ -364,7 +383,7 @@ class CallbackLoop:
         if self._awaiting_end:  # left mid-step (break): that step never ended
             self._awaiting_end = False
         logs = self._train_logs.result() if self._last_logs else {}
-        if self.validation_data is not None and (epoch + 1) % self.validation_freq == 0:
+        if self.validation_data is not None and validates(self.validation_freq, epoch):
             logs.update({f"val_{k}": v for k, v in self._validate().items()})
         self.callbacks.on_epoch_end(epoch, logs)
         self._training_logs = logs
@@ -385,3 +404,4 @@ class CallbackLoop:
         logs = self._val_logs.result() if logs else {}
         self.callbacks.on_test_end(dict(logs))
         return logs
+

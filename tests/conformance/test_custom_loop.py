@@ -11,6 +11,7 @@ rounding, and what the callbacks write (CSV rows, checkpoints) the same.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import warnings
 
@@ -144,8 +145,10 @@ def run_fit(callbacks, *, train, epochs, val=None, with_mae=False, **fit_kw):
     return model, [str(w.message) for w in caught]
 
 
-def run_loop(callbacks, *, train, epochs, val=None, with_mae=False, **loop_kw):
+def run_loop(callbacks, *, train, epochs, val=None, with_mae=False, compiled=False, **loop_kw):
     task = Task(inner_model(), with_mae)
+    if compiled:  # model.optimizer is the step's (BackupAndRestore backs it up)
+        task.model.compile(optimizer=task.optimizer)
     step = tf.function(task.train)
     loop = hookbridge.CallbackLoop(
         task.model, callbacks, epochs=epochs, validation_data=val,
@@ -491,3 +494,83 @@ def test_evaluate_after_the_loop_is_an_evaluation_run(leave):
     del events[:]
     task.model.evaluate(data(8, 4), callbacks=[callback], verbose=0)
     assert [e[0] for e in events] == ["begin", "create", "run", "run", "end"]
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Raises at the begin of batch ``batch`` of epoch ``epoch`` (a preemption, as Keras's own
+    BackupAndRestore tests interrupt fit)."""
+
+    def __init__(self, epoch: int, batch: int) -> None:
+        super().__init__()
+        self.at, self.epoch = (epoch, batch), None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            raise RuntimeError("interrupted")
+
+
+@pytest.mark.parametrize("save_freq", ["epoch", 3])
+def test_backup_and_restore_resumes_where_fit_resumes(tmp_path, save_freq):
+    """Interrupted at epoch 2 and run again with the same BackupAndRestore, fit and the loop
+    resume at the same epoch (tf_keras / Keras 2 after a mid-epoch backup: at the same step),
+    with the same events, History and weights."""
+    kwargs = {"train": data(16, 4), "epochs": 4}
+    events = {}
+    for side in ("fit", "loop"):
+        backup = str(tmp_path / side)
+        run = run_fit if side == "fit" else functools.partial(run_loop, compiled=True)
+        with pytest.raises(RuntimeError, match="interrupted"):
+            run([keras.callbacks.BackupAndRestore(backup, save_freq=save_freq), Interrupt(2, 1)],
+                **kwargs)  # fmt: skip
+        if side == "loop":  # the resumed epoch's size is known from data=, as fit knows it
+            run = functools.partial(run, data=kwargs["train"])
+            if not KERAS3 and save_freq != "epoch":  # resumed at a step: the size is needed
+                with pytest.raises(ValueError, match=r"pass CallbackLoop\(data=\.\.\.\)"):
+                    run_loop([keras.callbacks.BackupAndRestore(backup, save_freq=save_freq)],
+                             compiled=True, **kwargs)  # fmt: skip
+                assert not hookbridge._exact.DRIVEN  # the run it began is declared over
+        events[side] = Recorder()
+        result = run([keras.callbacks.BackupAndRestore(backup, save_freq=save_freq),
+                      events[side]], **kwargs)  # fmt: skip
+        if side == "fit":
+            model = result[0]
+        else:
+            task, loop = result[:2]
+    assert_same_events(events["fit"].events, events["loop"].events)
+    begins = [e[1] for e in events["loop"].events if e[0] == "on_epoch_begin"]
+    first_batch = next(e[1] for e in events["loop"].events if e[0] == "on_train_batch_begin")
+    assert (begins, first_batch) == ([2, 3], 0 if KERAS3 or save_freq == "epoch" else 1)
+    assert loop.history.epoch == model.history.epoch == [2, 3]
+    for key, values in model.history.history.items():
+        np.testing.assert_allclose(loop.history.history[key], values, rtol=2e-6)
+    for want, got in zip(model.inner.get_weights(), task.model.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("validation_freq", [[2], 2, [1, 3], (3,)], ids=str)
+def test_validation_freq_as_fit(validation_freq):
+    """An int validates every that many epochs, a list after the epochs it names (from 1)."""
+    val = data(6, 4, seed=1)
+    native, looped = Recorder(), Recorder()
+    fit_freq = list(validation_freq) if isinstance(validation_freq, tuple) else validation_freq
+    model, _ = run_fit([native], train=data(), epochs=3, val=val, validation_freq=fit_freq)
+    _task, loop, _ = run_loop(
+        [looped], train=data(), epochs=3, val=val, validation_freq=validation_freq
+    )
+    assert_same_events(native.events, looped.events)
+    validated = [i for i, logs in enumerate(loop.history.history.get("val_loss", []))]
+    assert len(validated) == {"[2]": 1, "2": 1, "[1, 3]": 2, "(3,)": 1}[str(validation_freq)]
+    assert loop.history.history.keys() == model.history.history.keys()
+    for key, values in model.history.history.items():
+        np.testing.assert_allclose(loop.history.history[key], values, rtol=2e-6)
+
+
+@pytest.mark.parametrize("bad", [0, "2", 1.5, ["2"], True])
+def test_validation_freq_refused_at_once(bad):
+    task = Task(inner_model())
+    with pytest.raises((TypeError, ValueError), match="validation_freq"):
+        hookbridge.CallbackLoop(task.model, validation_data=data(), validation_step=task.test,
+                                validation_freq=bad)  # fmt: skip

@@ -560,3 +560,126 @@ def test_a_recovered_session_past_the_open_epoch_closes_or_drops_it(at, expected
     assert len(dropped) == (at == 4), dropped
     if dropped:
         assert "epoch 1 was begun" in dropped[0] and "the next epoch is 2" in dropped[0]
+
+
+class SharedStepAtRecovery(tf.compat.v1.train.SessionRunHook):
+    """Before the CallbackHook: the second session (the recovered one) starts at shared step
+    ``resume_at`` (the in-process session lost the variables, as a restarted ps: the step of
+    the checkpoint the chief restored, or of the other workers that trained on)."""
+
+    def __init__(self, gs, resume_at):
+        self.sessions = 0
+        self.assign = gs.assign(resume_at)
+
+    def after_create_session(self, session, coord):
+        self.sessions += 1
+        if self.sessions == 2:
+            session.run(self.assign)
+
+
+class LosesThePsIn(keras.callbacks.Callback):
+    """Its first ``event`` call (for epoch ``epoch``: ``on_epoch_*``) reads the model on the
+    parameter server just lost: ``model.optimizer.iterations`` raises UnavailableError, as it
+    does natively there (Keras 2's TensorBoard reads it at each epoch end, for
+    ``epoch_learning_rate``). MonitoredSession recovers (a new session, the run retried). Its
+    other calls read the model too, and every call is kept in ``calls``."""
+
+    def __init__(self, event, epoch=None):
+        super().__init__()
+        self.calls = []
+        self.lost = (event,) if epoch is None else (event, epoch)
+        setattr(self, event, lambda *args: self._call(event, *args))
+
+    def _call(self, event, *args):
+        call = (event, *args[:-1])  # without the logs
+        self.calls.append(call)
+        if call == self.lost and self.calls.count(call) == 1:
+            raise tf.errors.UnavailableError(None, None, "the ps is lost (simulated)")
+        int(self.model.optimizer.iterations)
+
+
+@pytest.mark.parametrize(
+    "event, epoch, resume_at, expected",
+    [
+        # on_epoch_end(1) interrupted after the first recorder; the restored step (4) is before
+        # the end of epoch 1: epoch 1 stays closed, the replayed steps count in epoch 2 (until
+        # the step passes 9). The old hook closed epoch 1 again at step 6.
+        ("on_epoch_end", 1, 4, [(0, 3, 1.0), (1, 3, 4.0), (2, 5, 7.0), (3, 3, 11.0)]),
+        # ... the step went on past the end of epoch 1 (7): epoch 2 takes the retried run and
+        # the next. The old hook closed epoch 1 again at once, in the recovered session.
+        ("on_epoch_end", 1, 7, [(0, 3, 1.0), (1, 3, 4.0), (2, 2, 5.5), (3, 3, 8.0)]),
+        # on_epoch_begin(2) interrupted (in before_run: the run did not happen): the callbacks
+        # after it get it in the recovered session; epoch 2 is not begun again.
+        ("on_epoch_begin", 2, 6, [(0, 3, 1.0), (1, 3, 4.0), (2, 3, 7.0), (3, 3, 10.0)]),
+        # on_train_begin interrupted in the first session's creation (MonitoredSession creates
+        # it again): training begins once, for every callback.
+        ("on_train_begin", None, 0, [(0, 3, 1.0), (1, 3, 4.0), (2, 3, 7.0), (3, 3, 10.0)]),
+    ],
+)
+def test_a_session_error_inside_a_callback_never_repeats_nor_loses_an_event(
+    event, epoch, resume_at, expected
+):
+    """A callback's read of the model fails on a lost ps while the hook delivers an event: the
+    error propagates (MonitoredSession recovers it: a new session, the run retried), and the
+    event is finished in the new session for the callbacks it had not reached; it is never
+    started again. Every callback sees each epoch begun once and closed once, in order, and
+    training begun once: the guarantee test_cluster_preemption.py's scenario broke under load
+    (on_epoch_end epochs [..., 7, 8, 8, 9, ...] when the ps died during the chief's TensorBoard
+    on_epoch_end)."""
+    before, after = Recorder(), Recorder()
+    breaker = LosesThePsIn(event, epoch)
+    g, t = worker_graph(f"s{next(_SCOPES)}")
+    with g.as_default():
+        at_recovery = SharedStepAtRecovery(t["gs"], resume_at)
+    with contextlib.ExitStack() as stack:
+        hook = hookbridge.CallbackHook(
+            [before, breaker, after],
+            logs={"loss": t["loss"]},
+            steps_per_epoch=3,
+            epochs=4,
+            is_chief=False,
+        )
+        w = Worker(stack, g, t, [at_recovery, hook])
+        interleave([w], lambda i, r: float(r))
+    assert at_recovery.sessions == 2  # one recovery
+    for rec in (before, after):
+        kinds = [e[0] for e in rec.events]
+        assert kinds.count("train_begin") == 1 and kinds[-1] == "train_end"
+        assert [e[1] for e in rec.events if e[0] == "epoch_begin"] == [0, 1, 2, 3]
+        assert [(e, n, logs["loss"]) for e, n, logs in rec.epochs()] == expected
+    # the callback the error interrupted is called again (its call was cut short), once more
+    assert breaker.calls.count(breaker.lost) == 2
+
+
+class ReadsAtEnd(tf.compat.v1.train.SessionRunHook):
+    """After the CallbackHook: the ``after_run`` of its ``at``-th run raises AbortedError (the
+    ps restarted just after the run: MonitoredSession recreates the session, the variables are
+    lost, the run is retried), and ``end`` reads ``variable()`` in the last session."""
+
+    def __init__(self, at, variable):
+        self.at, self.runs, self.variable, self.value = at, 0, variable, None
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+        if self.runs == self.at:
+            raise tf.errors.AbortedError(None, None, "the ps restarted (simulated)")
+
+    def end(self, session):
+        self.value = bool(session.run(self.variable()))
+
+
+def test_a_stop_the_chief_published_before_a_ps_restart_is_published_again():
+    """The chief's callback stops training at the end of epoch 0 and the hook publishes the
+    stop (the shared variable) in that run's ``after_run``; then the ps restarts and the new one
+    lost the variable (it is initialized to False again). The chief publishes it again, in the
+    retried run, so the other workers still stop."""
+    g, t = worker_graph(f"s{next(_SCOPES)}")
+    with contextlib.ExitStack() as stack:
+        hook = hookbridge.CallbackHook(
+            [StopAtEpochEnd(0)], logs={"loss": t["loss"]}, steps_per_epoch=2, is_chief=True
+        )
+        reader = ReadsAtEnd(2, lambda: hook._shared.stop_variable)  # built in begin()
+        w = Worker(stack, g, t, [hook, reader])
+        interleave([w], lambda i, r: float(r))
+    assert reader.runs == 3  # runs 1, 2 (the stop, then the error), 2 retried
+    assert reader.value is True

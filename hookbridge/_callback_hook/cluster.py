@@ -203,8 +203,10 @@ class SharedRun:
         """
         if first and self.is_chief:
             session.run(self._reset)
+            self.published = False
         elif not session.run(self._initialized):
             session.run(self._init)
+            self.published = False  # a restarted ps lost a stop the chief published: again
         self.stop = False
 
     def take(self, values: Any) -> None:
@@ -230,8 +232,8 @@ class SharedRun:
     def publish_stop(self, session: Any) -> None:
         """Sets the shared stop variable (the chief, once, when its callbacks stop training)."""
         if not self.published:
-            self.published = True
             session.run(self._publish)
+            self.published = True  # after the write: a run that failed publishes it again
 
 
 class ClusterEpochs:
@@ -274,25 +276,24 @@ class ClusterEpochs:
         elif shared.stop:
             run_context.request_stop()  # the chief's callbacks stopped training
 
-    def _catch_up_after_recovery(self, session: Any, coord: Any) -> None:
+    def _catch_up_after_recovery(self, session: Any) -> None:
         """Cluster mode, a recovered session: the shared step may have passed the end of the
         epoch this worker has open while it waited (the other workers trained on), so close it
-        now, as its next run would have, rather than count that run in the old epoch."""
+        now, as its next run would have, rather than count that run in the old epoch; an epoch
+        not open yet is numbered by the shared step, as after a close in ``after_run``. (The
+        step may also have gone back, to a restored checkpoint: epochs never do.)"""
         shared = self._shared
         assert shared is not None
-        if not self._epoch_open:
-            return
         step = int(session.run(self._global_step))
         shared.step = step
-        if step < (self._epoch + 1) * shared.steps_per_epoch:
-            return
-        if self._batch > self._epoch_first_batch:
-            self._end_epoch()
-        else:
-            self._drop_epoch_passed_while_down(step // shared.steps_per_epoch)
-        self._epoch = max(self._epoch, step // shared.steps_per_epoch)
-        if self._finished():
-            coord.request_stop()
+        passed = step // shared.steps_per_epoch
+        if self._epoch_open and passed > self._epoch:
+            if self._batch > self._epoch_first_batch:
+                self._end_epoch()
+            else:
+                self._drop_epoch_passed_while_down(passed)
+        if not self._epoch_open:
+            self._epoch = max(self._epoch, passed)
 
     def _drop_epoch_passed_while_down(self, next_epoch: int) -> None:
         """The open epoch was begun for a run that failed (the session was lost), and the shared

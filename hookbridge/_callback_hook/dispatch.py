@@ -12,7 +12,12 @@ mode, and what happens when one raises (as Keras's ``CallbackList`` and pluggy's
   calls), except batch-end calls to Keras methods known not to care
   (``_tfcompat.EAGER_FREE_CALLBACKS``).
 * **Exceptions**: a callback's exception propagates at once; the callbacks after it are not
-  called for that event, as in Keras's ``CallbackList``.
+  called for that event, as in Keras's ``CallbackList``. One kind is not the end of training:
+  a session error ``MonitoredSession`` recovers from (:data:`RECOVERED`, e.g. a callback's read
+  of ``model.optimizer.iterations`` on a parameter server that just died), after which it
+  creates a new session and retries the run. An event the hook has already committed (the
+  epoch it closes is closed) is then finished in the new session (:meth:`Dispatcher.deliver`,
+  :meth:`Dispatcher.finish_interrupted`), never started again: each callback hears it once.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._callback_hook import directions
+
+#: The errors ``MonitoredSession`` recovers from (a new session, every ``after_create_session``
+#: again, the failed run retried), as ``hookbridge._hook_callback.run.PREEMPTION_ERRORS``.
+RECOVERED: Final = (tf.errors.AbortedError, tf.errors.UnavailableError)
 
 #: event -> the method names that implement it (the second is Keras's backwards-compatible alias).
 EVENTS: Final = {
@@ -164,6 +173,7 @@ class Dispatcher:
         "begin_on",
         "callbacks",
         "end_on",
+        "interrupted",
         "table",
     )
 
@@ -178,6 +188,9 @@ class Dispatcher:
         self.batch_begin: Callable[[int], None] = self._plain_begin
         self.batch_end: Callable[[int, Any], None] = self._plain_end
         self.begin_on = self.end_on = False
+        #: A delivered event a recoverable error interrupted: (its methods, the index of the
+        #: one that raised, its arguments); finished by :meth:`finish_interrupted`.
+        self.interrupted: tuple[list[Callable[..., Any]], int, tuple] | None = None
 
     def configure(self, params: dict, model_for: Callable[[Any], Any]) -> None:
         """``set_params(params)`` and ``set_model(model_for(callback))`` on each callback, then
@@ -233,6 +246,35 @@ class Dispatcher:
             with self._eager:
                 for method in methods:
                     method(*args)
+
+    def deliver(self, event: str, *args: Any) -> None:
+        """:meth:`call` for an event the hook has committed (its state says it happened): if a
+        callback raises an error ``MonitoredSession`` recovers from (:data:`RECOVERED`), the
+        event is kept with that callback's place before the error propagates, and
+        :meth:`finish_interrupted` calls that callback again and the ones after it, with the
+        same arguments, once the session is recreated. So the event reaches every callback
+        once whatever the moment of the error, and is never started again: the retried run
+        finds it done (a callback interrupted by the error is called again, as the failed run
+        is retried)."""
+        methods = self.table[event]
+        if methods:
+            self._deliver_from(methods, 0, args)
+
+    def _deliver_from(self, methods: list[Callable[..., Any]], start: int, args: tuple) -> None:
+        with self._eager:
+            for i in range(start, len(methods)):
+                try:
+                    methods[i](*args)
+                except RECOVERED:
+                    self.interrupted = (methods, i, args)
+                    raise
+
+    def finish_interrupted(self) -> None:
+        """Finishes the event a recoverable error interrupted (see :meth:`deliver`), if any:
+        called in the new session, before anything else happens there."""
+        interrupted, self.interrupted = self.interrupted, None
+        if interrupted is not None:
+            self._deliver_from(*interrupted)
 
     def _plain_begin(self, batch: int) -> None:
         """The selected ``on_*_batch_begin(batch, logs)``, one ``logs = {}`` for all."""

@@ -8,6 +8,10 @@ open or next epoch), ``_epoch_open``, ``_batch`` / ``_epoch_first_batch`` / ``_r
 ``_epoch_logs`` (the last closed epoch's); it reads ``_last_epoch`` (``epochs`` when training
 ends after it, from :func:`fit_params`), and calls the callbacks through ``_calls`` (the one
 dispatcher).
+
+An epoch is begun or closed once, whatever the moment a session error comes: the state says
+so before the callbacks are told (``on_epoch_begin`` / ``on_epoch_end`` are delivered with
+``Dispatcher.deliver``, finished in the recovered session if an error interrupts them).
 """
 
 from __future__ import annotations
@@ -47,16 +51,6 @@ class Epochs:
         self._epoch_open = not self._training  # evaluate / predict: no epochs
         self._epoch_first_batch = 0
         self._epoch_logs: dict = {}
-
-    def _begin_training(self, session: Any, coord: Any) -> None:
-        """The first session of a training run: epochs resume from the global step, then
-        ``on_train_begin``."""
-        self._resume_from(session)
-        self._calls.call("on_train_begin", {})
-        if self._finished():
-            # resumed (or joined) after the last epoch: nothing to train, as
-            # fit(initial_epoch=epochs, epochs=epochs) trains no step
-            coord.request_stop()
 
     def _resume_from(self, session: Any) -> None:
         """Continues the epoch count of a restored run: epoch = global step // steps_per_epoch.
@@ -128,12 +122,17 @@ class Epochs:
                 logs[f"val_{name}"] = value
             if self._sort_logs:  # Keras 3; tf_keras / Keras 2: compile order, val_* after
                 logs = dict(sorted(logs.items()))
-        # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
-        # change the logs on_train_end receives.
-        self._calls.call("on_epoch_end", self._epoch, dict(logs))
+        # The epoch is closed before the callbacks hear of it: a session error MonitoredSession
+        # recovers from, raised by a callback (its read of the model on a lost parameter
+        # server), must not leave it open to be closed again by the retried run; the callbacks
+        # the error kept from on_epoch_end get it in the new session (Dispatcher.deliver).
+        epoch = self._epoch
         self._epoch_logs = logs
         self._epoch_open = False
         self._epoch += 1
+        # Callbacks get a copy (as Keras's CallbackList), so one adding e.g. "lr" to it does not
+        # change the logs on_train_end receives.
+        self._calls.deliver("on_epoch_end", epoch, dict(logs))
 
     def _finished(self) -> bool:
         """Whether the epoch count reached ``epochs`` (with ``steps_per_epoch``)."""

@@ -38,7 +38,9 @@ class CallbackHook(Fetches, Epochs, cluster.ClusterEpochs, SessionRunHook):
     epoch, then ``on_train_end`` runs with the last epoch's logs, as Keras does after
     ``stop_training``; an input that ends before an epoch's first step leaves that epoch
     unclosed (no ``on_epoch_end``; a warning says ``on_epoch_begin`` ran). After any other error
-    neither runs, as in Keras. Session recovery (``AbortedError``) does not restart training.
+    neither runs, as in Keras. Session recovery (``AbortedError``, ``UnavailableError``) does not
+    restart training, nor begin or close an epoch again, even when a callback's read of the
+    model raised the error: the event it interrupted is finished in the new session.
 
     On a worker of a between-graph TF1 cluster (parameter servers + workers,
     ``MonitoredTrainingSession(master=..., is_chief=...)``), pass ``is_chief``. Then the callbacks
@@ -281,14 +283,19 @@ class CallbackHook(Fetches, Epochs, cluster.ClusterEpochs, SessionRunHook):
             self._sums.initialize(session)
         if self._shared is not None:
             self._shared.initialize(session, first=not self._started)
-            if self._started and self._training:
-                self._catch_up_after_recovery(session, coord)
-        if not self._started:  # not again on session recovery
-            self._started = True
+        if not self._started:  # the first session (a failure before _started: all again)
             if self._training:
-                self._begin_training(session, coord)  # epochs.py
-            else:
-                self._calls.call(f"on_{EVENT_KIND[self.mode]}_begin", {})
+                self._resume_from(session)  # epochs.py: epochs resume from the global step
+            self._started = True  # a recovery does not begin training again
+            self._calls.deliver(f"on_{EVENT_KIND[self.mode]}_begin", {})
+        else:  # a recovered session: first what the error interrupted, then the shared step
+            self._calls.finish_interrupted()
+            if self._shared is not None and self._training:
+                self._catch_up_after_recovery(session)  # cluster.py
+        if self._training and self._finished():
+            # resumed (or joined, or recovered) after the last epoch: nothing to train, as
+            # fit(initial_epoch=epochs, epochs=epochs) trains no step
+            coord.request_stop()
 
     def before_run(self, run_context: Any) -> Any:
         if self._lr_fed is not None:
@@ -298,7 +305,7 @@ class CallbackHook(Fetches, Epochs, cluster.ClusterEpochs, SessionRunHook):
             self._batch, self._resume_batch = self._resume_batch, 0
             self._epoch_first_batch = self._batch
             self._means.reset()
-            self._calls.call("on_epoch_begin", self._epoch, {})
+            self._calls.deliver("on_epoch_begin", self._epoch, {})
         calls = self._calls
         if calls.begin_on:
             calls.batch_begin(self._batch)

@@ -108,9 +108,7 @@ def restore_checkpoint(
             model, reader, prefix, assignment_map, dry_run=dry_run, apply=_set
         )
         if not dry_run:  # the weights now answer to the checkpoint's names in HookCallback
-            shapes = reader.get_variable_to_shape_map()
-            pairs = _assignment.plan(model, prefix, shapes, assignment_map).pairs
-            set_tf1_names(model, single_names(pairs))
+            set_tf1_names(model, single_names(_assignment.restored_pairs(model) or []))
         return step
     shapes = reader.get_variable_to_shape_map()
     values = []

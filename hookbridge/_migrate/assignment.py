@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import numpy as np
@@ -34,8 +35,36 @@ import numpy as np
 from hookbridge._migrate import linear as _linear
 from hookbridge._migrate.assignment_match import GLOBAL_STEP
 from hookbridge._migrate.assignment_match import weight_labels as weight_labels
-from hookbridge._migrate.assignment_plan import Plan, WeightRef, format_shape, listing, plan
+from hookbridge._migrate.assignment_plan import (
+    Plan,
+    WeightRef,
+    format_shape,
+    listing,
+    plan,
+    refuse_undecided,
+)
 from hookbridge._migrate.assignment_plan import describe_checkpoint as describe_checkpoint
+
+#: model -> the pairs (checkpoint name, weight index) its last restore by an assignment map used:
+#: the map the way back writes with (``estimator_hooks(model=...)``), whatever "auto" would say.
+_RESTORED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def restored_pairs(model: Any) -> list[tuple[str, int]] | None:
+    """The pairs of ``model``'s last restore by an assignment map (``None``: none recorded)."""
+    try:
+        pairs = _RESTORED.get(model)
+    except TypeError:  # not weak-referenceable: nothing was recorded
+        return None
+    return list(pairs) if pairs is not None else None
+
+
+def as_map(pairs: Sequence[tuple[str, int]]) -> dict[Any, int]:
+    """Pairs as the explicit assignment map that gives them (stacked names as one tuple)."""
+    by_weight: dict[int, list[str]] = {}
+    for name, i in pairs:
+        by_weight.setdefault(i, []).append(name)
+    return {(n[0] if len(n) == 1 else tuple(n)): i for i, n in by_weight.items()}
 
 
 def restore_mapped(
@@ -66,6 +95,7 @@ def restore_mapped(
         out = dry_run if hasattr(dry_run, "write") else sys.stdout
         out.write(the_plan.format() + "\n")  # type: ignore[union-attr]
         return None, step
+    refuse_undecided(the_plan, "restore_checkpoint")
     if the_plan.unassigned:
         missing = [
             f"{the_plan.labels[i]} {format_shape(the_plan.weight_shapes[i])}"
@@ -88,6 +118,10 @@ def restore_mapped(
     if apply is None:
         return values, step
     apply(model, values, step)
+    try:
+        _RESTORED[model] = list(the_plan.pairs)
+    except TypeError:  # a model that cannot be weakly referenced keeps no record
+        pass
     if the_plan.slots:
         from hookbridge._migrate import optimizer_state
 
@@ -130,6 +164,7 @@ def propose_assignment(model: Any, path: str | os.PathLike) -> dict[str, str]:
         raise FileNotFoundError(f"propose_assignment: no checkpoint found in {path!r}.")
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     proposal = plan(model, prefix, shapes, "auto")
+    refuse_undecided(proposal, "propose_assignment")
     return {name: proposal.labels[i] for name, i in proposal.pairs}
 
 

@@ -112,22 +112,72 @@ def auto_pairs(
     weight_shapes: Sequence[tuple[int, ...]],
     ckpt_shapes: Mapping[str, tuple[int, ...]],
     columns: Sequence[str] = (),
-) -> list[tuple[str, int]]:
-    """``columns``: the feature column names the model names its inputs after (the order of
-    a linear model's column weights, ``linear.scope_order``)."""
+) -> tuple[list[tuple[str, int]], dict[int, list[str]]]:
+    """The pairs ``"auto"`` decides, and ``{Keras weight: candidate checkpoint names}`` for the
+    weights it cannot decide (several checkpoint layers fit by shape and the names do not tell
+    which: :func:`_decide`); those stay unpaired, never picked by order. ``columns``: the
+    feature column names the model names its inputs after (the order of a linear model's column
+    weights, ``linear.scope_order``)."""
     free = set(free_weights)
     keras_layers = [[i for i in g if i in free] for g in _keras_layers(labels)]
-    layers = _linear.sources(free_variables, columns)
-    ckpt_layers = [srcs for _, srcs in sorted(layers, key=lambda kv: _natural_key(kv[0]))]
-    used = [False] * len(ckpt_layers)
+    layers = sorted(_linear.sources(free_variables, columns), key=lambda kv: _natural_key(kv[0]))
+    used = [False] * len(layers)
     pairs: list[tuple[str, int]] = []
+    undecided: dict[int, list[str]] = {}
     for layer in filter(None, keras_layers):
-        for k, sources in enumerate(ckpt_layers):
-            if used[k]:
-                continue
-            matched = _match_layer(layer, sources, labels, weight_shapes, ckpt_shapes)
-            if matched is not None:
-                used[k] = True
-                pairs.extend(matched)
-                break
-    return pairs
+        fits = {}
+        for k, (_, sources) in enumerate(layers):
+            if not used[k]:
+                matched = _match_layer(layer, sources, labels, weight_shapes, ckpt_shapes)
+                if matched is not None:
+                    fits[k] = matched
+        chosen = _decide(labels[layer[0]].rpartition("/")[0], {k: layers[k][0] for k in fits})
+        if chosen is not None:
+            used[chosen] = True
+            pairs.extend(fits[chosen])
+            continue
+        for k in fits:
+            for name, i in fits[k]:
+                undecided.setdefault(i, []).append(name)
+    return pairs, undecided
+
+
+def _family(layer: str) -> str:
+    """A layer's name without its numbering (``dense_2`` and ``dense``: ``dense``;
+    ``bert/encoder/layer_3/attention/self/query``: ``bert/encoder/layer/attention/self/query``)."""
+    return "/".join(re.sub(r"_\d+$", "", part) for part in layer.split("/"))
+
+
+def _tokens(name: str) -> set[str]:
+    return {t for t in re.split(r"[^a-z]+", name.lower()) if t}
+
+
+def _decide(keras_layer: str, candidates: Mapping[int, str]) -> int | None:
+    """Which checkpoint layer (of ``candidates``, all fitting by shape, in natural order) fills
+    ``keras_layer``, or ``None`` when nothing but an order would decide.
+
+    One candidate: it. Candidates of one family (the same name but for its numbering:
+    ``dense``, ``dense_1``; ``dnn/hiddenlayer_0``, ``dnn/hiddenlayer_1``): the lowest number,
+    as TF1 and Keras both number a family's layers in the order they build them. Several
+    families: the one whose own words (those no other candidate family has: ``query``,
+    ``output dense``) are all in the Keras layer's name, when exactly one is.
+    """
+    if len(candidates) <= 1:
+        return next(iter(candidates), None)
+    families: dict[str, list[int]] = {}
+    for k, name in candidates.items():
+        families.setdefault(_family(name), []).append(k)
+    if len(families) > 1:
+        words = {f: _tokens(f) for f in families}
+        have = _tokens(keras_layer)
+        named = []
+        for f, own in words.items():
+            others = set().union(*(w for g, w in words.items() if g != f))
+            unique = own - others
+            if unique and unique <= have:
+                named.append(f)
+        if len(named) != 1:
+            return None
+        families = {named[0]: families[named[0]]}
+    (members,) = families.values()
+    return min(members)

@@ -41,6 +41,8 @@ class Plan:
     unassigned: list[int]
     unused: list[str]
     slots: list[str]
+    #: ``{Keras weight index: candidate checkpoint names}`` that ``"auto"`` cannot decide.
+    undecided: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
     def rows(self) -> dict[str, tuple[int, int, int]]:
         """``{name: (weight index, first row, end row)}`` for names stacked into one weight."""
@@ -72,7 +74,14 @@ class Plan:
             lines.append(
                 f"  {GLOBAL_STEP:<{width}} {'[]':<12} -> optimizer.iterations = {self.step}"
             )
+        for i, names in self.undecided.items():
+            lines.append(
+                f"  UNDECIDED Keras weight {self.labels[i]} {format_shape(self.weight_shapes[i])}: "
+                f"candidates {', '.join(names)}"
+            )
         for i in self.unassigned:
+            if i in self.undecided:
+                continue
             lines.append(
                 f"  UNASSIGNED Keras weight {self.labels[i]} {format_shape(self.weight_shapes[i])}: "
                 "add an entry for it"
@@ -151,10 +160,11 @@ def plan(
         explicit = {k: v for k, v in assignment_map.items() if k != "*"}
         auto = assignment_map.get("*") == "auto"
     pairs = _explicit_pairs(explicit, model, labels, shapes, weight_shapes, prefix)
+    undecided: dict[int, list[str]] = {}
     if auto:
         taken_w = {i for _, i in pairs}
         taken_v = {v for v, _ in pairs}
-        pairs += auto_pairs(
+        proposed, undecided = auto_pairs(
             [i for i in range(len(labels)) if i not in taken_w],
             [v for v in variables if v not in taken_v],
             labels,
@@ -162,6 +172,7 @@ def plan(
             shapes,
             _linear.input_names(model),
         )
+        pairs += proposed
     assigned = {i for _, i in pairs}
     loaded = {v for v, _ in pairs}
     return Plan(
@@ -174,6 +185,39 @@ def plan(
         unassigned=[i for i in range(len(labels)) if i not in assigned],
         unused=[v for v in variables if v not in loaded],
         slots=[s for s in slots if s not in loaded],
+        undecided=undecided,
+    )
+
+
+def refuse_undecided(the_plan: Plan, caller: str) -> None:
+    """Raises when ``"auto"`` left weights undecided: for each, its candidates, and a map that
+    decides (the explicit entries to check, ``"*": "auto"`` for the rest).
+
+    Raises:
+        ValueError: listing the undecided Keras weights and their candidate checkpoint names.
+    """
+    if not the_plan.undecided:
+        return
+    labels = the_plan.labels
+    lines = [
+        f"  {labels[i]} {format_shape(the_plan.weight_shapes[i])}: {', '.join(names)}"
+        for i, names in the_plan.undecided.items()
+    ]
+    entries, taken = [], set()
+    for i, names in the_plan.undecided.items():
+        free = [n for n in names if n not in taken] or names
+        taken.add(free[0])
+        others = [n for n in names if n != free[0]]
+        entries.append(f"      {free[0]!r}: {labels[i]!r},  # or: {', '.join(others)}")
+    raise ValueError(
+        f"{caller}: assignment_map='auto' cannot decide which checkpoint variable fills "
+        f"{len(lines)} Keras weight(s) of {the_plan.prefix!r}: several checkpoint variables "
+        "have the shape and the names do not tell which ('auto' never pairs by order where "
+        "names do not decide; the candidates, in the checkpoint's order):\n"
+        + "\n".join(lines)
+        + "\nPass an explicit map; this one is valid, but each entry marked '# or:' is a "
+        "placeholder to check against the code that built the checkpoint (its layer names):\n"
+        "  assignment_map={\n" + "\n".join(entries) + "\n      '*': 'auto',\n  }"
     )
 
 

@@ -40,7 +40,7 @@ def estimator_hooks(
     keep_checkpoint_every_n_hours: float = _DEFAULT_KEEP_HOURS,
     loss: str = "loss",
     model: Any = None,
-    assignment_map: str | Mapping[str, Any] = "auto",
+    assignment_map: str | Mapping[str, Any] | None = None,
     backup: str | None = BACKUP_DIR,
 ) -> list[Any]:
     """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
@@ -74,7 +74,9 @@ def estimator_hooks(
             the V2 canned settings) is written from ``model.optimizer`` under its names, as
             the TF1 optimizer keeps it. Without it, checkpoints use HookCallback's names
             (``model/000/kernel``) and no optimizer state.
-        assignment_map: with ``model``: ``"auto"`` or ``{checkpoint name: Keras weight}``.
+        assignment_map: with ``model``: ``None`` (the map ``restore_checkpoint`` restored the
+            model with, else ``"auto"``), ``"auto"`` or ``{checkpoint name: Keras weight}``;
+            one that pairs otherwise than the model's restore is an error.
         backup: before anything is written into ``model_dir``, its latest checkpoint (the
             Estimator's, on the first switch) is copied into ``<model_dir>/<backup>/`` with a
             ``checkpoint`` file of its own, out of ``keep_checkpoint_max``'s reach: the switch
@@ -173,7 +175,7 @@ def _checkpoint_names(
     global_step: Any,
     model: Any,
     model_dir: str,
-    assignment_map: str | Mapping[str, Any],
+    assignment_map: str | Mapping[str, Any] | None,
 ) -> tuple[dict[str, Any] | None, state_writer.Writer | None]:
     """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``),
     and the writer of its optimizer state (or ``None``)."""
@@ -185,7 +187,7 @@ def _checkpoint_names(
 
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
-    plan = _assignment.plan(model, prefix, shapes, assignment_map)
+    plan = _write_plan(_assignment, model, prefix, shapes, assignment_map)
     if plan.unassigned:
         raise ValueError(
             "estimator_hooks: cannot keep the names of "
@@ -218,6 +220,47 @@ def _checkpoint_names(
             stacklevel=3,
         )
     return var_list, writer
+
+
+def _write_plan(
+    assignment: Any,
+    model: Any,
+    prefix: str,
+    shapes: Mapping[str, Any],
+    assignment_map: str | Mapping[str, Any] | None,
+) -> Any:
+    """The plan the checkpoints are written by: the pairs of the model's restore
+    (``restore_checkpoint(model, ..., assignment_map)``) when it had one, else
+    ``assignment_map`` (default ``"auto"``); a map pairing otherwise than the restore is refused.
+    """
+    restored = assignment.restored_pairs(model)
+    if restored is None:
+        plan = assignment.plan(model, prefix, shapes, assignment_map or "auto")
+        assignment.refuse_undecided(plan, "estimator_hooks")
+        return plan
+    if assignment_map is not None:
+        theirs = assignment.plan(model, prefix, shapes, assignment_map)
+        differ = sorted(set(theirs.pairs) ^ set(restored), key=lambda p: p[1])
+        if differ or theirs.undecided:
+            labels = theirs.labels
+            shown = [
+                f"{labels[i]} <- {name!r} ({'restored' if (name, i) in restored else 'yours'})"
+                for name, i in differ[:8]
+            ] or [f"{labels[i]} undecided" for i in list(theirs.undecided)[:8]]
+            raise ValueError(
+                f"estimator_hooks: assignment_map={assignment_map!r} pairs the checkpoint's "
+                "variables with the model's weights otherwise than restore_checkpoint restored "
+                f"the model ({'; '.join(shown)}): the checkpoints would write weights under "
+                "other variables' names. Drop assignment_map= to write with the restore's map, "
+                "or restore with the map you mean."
+            )
+    try:
+        return assignment.plan(model, prefix, shapes, assignment.as_map(restored))
+    except ValueError as e:
+        raise ValueError(
+            f"estimator_hooks: the map restore_checkpoint restored the model with does not fit "
+            f"{prefix!r}: {e}"
+        ) from e
 
 
 def keep_last_checkpoint(tf: Any, model_dir: str, backup: str = BACKUP_DIR) -> str | None:

@@ -449,7 +449,10 @@ def test_compare_outputs_reads_checkpoints_events_and_csv(tmp_path):
     assert compare_outputs(a, same, left_name="L", right_name="R")[0] == []
     differences, _unknown, _equal = compare_outputs(a, other, left_name="L", right_name="R")
     assert "model.ckpt-3 (checkpoint): dense/kernel: L 1.0, R 2.0" in differences, differences
-    assert any(d.startswith("logs/events.out.tfevents.* (events): tensor loss:") for d in differences)
+    # tf.summary.scalar (a tensor) is read as the scalar TensorBoard charts.
+    assert "logs/events.out.tfevents.* (events): scalar loss: at step 3: L 0.5, R 0.75" in (
+        differences
+    ), differences
     assert "rows.csv (csv): first difference at line 2: L [3, 0.25], R [3, 0.5] (2 lines vs 2)" in (
         differences
     )
@@ -554,3 +557,188 @@ def test_the_default_graphs_hold_what_check_says():
     page = (ROOT / "docs" / "conformance.md").read_text()
     for name in set(native + bridged) - {"loss_in"}:
         assert f"`{name}" in page, name
+
+
+# ---------------------------------------- what --replaced-by compares (issue 31 item 15)
+def _replacement(hook: str, callback: str) -> tuple[int, dict]:
+    status, out, err = _in_process(
+        f"replacement_contents:{hook}", "--replaced-by", f"replacement_contents:{callback}",
+        "--format", "json",
+    )
+    assert status in (0, 1, 3), err
+    payload = json.loads(out)
+    assert payload["status"] == {0: "replaces", 1: "does NOT replace", 3: "cannot tell"}[status]
+    return status, payload
+
+
+def _native(tmp_path, name: str, *, hook=None, callback=None):
+    """A hook natively in a MonitoredSession, or a callback natively in Keras fit, in its own
+    folder over check's batch losses (2 epochs of 3 steps); returns the folder and the lines
+    printed."""
+    import contextlib
+
+    from hookbridge._conform.runners import drive_fit, drive_session
+    from hookbridge._conform.scenarios import EXACT_LOSSES, _Run
+
+    run = _Run(epochs=2, steps_per_epoch=3, losses=EXACT_LOSSES[:3])
+    folder = tmp_path / name
+    folder.mkdir()
+    cwd, printed = os.getcwd(), io.StringIO()
+    try:
+        os.chdir(folder)
+        with contextlib.redirect_stdout(printed):
+            if hook is not None:
+                trace = drive_session(lambda g: [hook()], run, [])
+            else:
+                trace = drive_fit([callback()], run, [])
+    finally:
+        os.chdir(cwd)
+    assert trace[-1] == ("runner", "outcome", "ok")
+    return folder, printed.getvalue().splitlines()
+
+
+def test_tensorflows_noise_on_one_side_does_not_change_the_verdict(tmp_path):
+    # The hook's begin() calls a deprecated TF function: TF logs a deprecation notice once per
+    # process, on the hook's side only, and the bridge's session logs "Graph was finalized.".
+    # Both print the same six lines: the same as the hook natively.
+    status, payload = _replacement("PrintingHook", "make_printing_callback")
+    assert status == 0, payload
+    expected = [f"step {i} done" for i in range(6)]
+    assert payload["hook"]["logs"] == payload["callback"]["logs"] == [
+        f"stdout: {line}" for line in expected
+    ]
+    ignored = "\n".join(payload["hook"]["ignored"])
+    assert "to_bfloat16 (from tensorflow.python.ops.math_ops) is deprecated" in ignored, ignored
+    assert "INFO: Graph was finalized." in payload["hook"]["ignored"]
+    assert not any("deprecated" in line for line in payload["callback"]["ignored"])
+    # A callback printing other lines does not replace it, noise or not.
+    status, payload = _replacement("PrintingHook", "make_other_printing_callback")
+    assert status == 1
+    assert payload["differences"] == [
+        "log/stdout line 1 (6 lines vs 6): the hook 'stdout: step 0 done', the callback "
+        "'stdout: step 0 finished'"
+    ]
+    import replacement_contents as rc
+
+    assert _native(tmp_path, "native", hook=rc.PrintingHook)[1] == expected
+    assert _native(tmp_path, "keras", callback=rc.make_printing_callback)[1] == expected
+
+
+def test_a_teams_own_logger_is_compared(tmp_path):
+    import logging
+
+    import replacement_contents as rc
+
+    root, team = logging.getLogger(), logging.getLogger("team.hooks")
+    before = (root.level, list(root.handlers), team.level, list(team.handlers), team.propagate)
+    # Natively the hook logs 6 INFO lines and 2 DEBUG lines through the team's logger.
+    records: list[str] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda r: records.append(f"{r.levelname}: {r.getMessage()}")
+    team.addHandler(handler)
+    team.setLevel(logging.DEBUG)
+    try:
+        _native(tmp_path, "native", hook=rc.TeamLogHook)
+    finally:
+        team.removeHandler(handler)
+        team.setLevel(before[2])
+    assert len(records) == 8 and records[:2] == ["INFO: step 0: checked", "DEBUG: step 0: detail"]
+
+    status, payload = _replacement("TeamLogHook", "make_team_log_callback")
+    assert status == 0, payload
+    assert payload["hook"]["logs"] == payload["callback"]["logs"] == records
+    # Writing the same file without the log lines is not a replacement (it was, exit 0, when
+    # only TensorFlow's logger was heard at INFO).
+    status, payload = _replacement("TeamLogHook", "make_silent_team_callback")
+    assert status == 1
+    assert payload["differences"] == [
+        "log/stdout line 1 (8 lines vs 0): the hook 'INFO: step 0: checked', the callback "
+        "'(no line)'"
+    ]
+    # The process's logging configuration is as it was.
+    assert before == (root.level, root.handlers, team.level, team.handlers, team.propagate)
+
+
+def _summaries(folder) -> dict:
+    """What the event files under ``folder`` hold, read with summary_iterator: per (tag, step),
+    a text's string, a histogram's fields, an image's decoded pixels."""
+    import numpy as np
+    import tensorflow as tf
+
+    content = {}
+    for path in sorted(folder.glob("**/events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                kind = value.WhichOneof("value")
+                if kind == "tensor":
+                    data = tf.make_ndarray(value.tensor).item().decode()
+                elif kind == "histo":
+                    h = value.histo
+                    data = (h.min, h.max, h.num, h.sum, h.sum_squares, list(h.bucket_limit),
+                            list(h.bucket))
+                else:
+                    pixels = tf.io.decode_png(value.image.encoded_image_string).numpy()
+                    data = np.asarray(pixels).tolist()
+                content[(value.tag, event.step)] = data
+    return content
+
+
+def test_summary_contents_natively(tmp_path):
+    # The ground truth for the next test: the hook natively (MonitoredSession) and each callback
+    # natively (fit), their event files read back with summary_iterator.
+    import replacement_contents as rc
+
+    native = _summaries(_native(tmp_path, "native", hook=rc.SummaryHook)[0])
+    assert len(native) == 18 and native[("note", 4)] == "step 4"
+    assert native[("values", 2)][2:4] == (4.0, 22.0)  # num, sum of [2, 4, 6, 10]
+    assert native[("picture/image/0", 3)] == [[[30], [30]], [[30], [30]]]
+    for differs in (None, "text", "histogram", "image"):
+        keras = _summaries(
+            _native(tmp_path, f"keras-{differs}", callback=lambda d=differs: rc.SummaryCallback(d))[0]
+        )
+        tags = {tag for (tag, step) in native if native[(tag, step)] != keras[(tag, step)]}
+        assert keras.keys() == native.keys()
+        assert tags == (
+            set() if differs is None
+            else {{"text": "note", "histogram": "values", "image": "picture/image/0"}[differs]}
+        )
+
+
+@pytest.mark.parametrize(
+    ("callback", "kind"),
+    [
+        ("make_summary_callback", None),
+        ("make_summary_callback_text_differs", "text note: at step 0: the hook 'step 0', the "
+         "callback 'step 1'"),
+        ("make_summary_callback_histogram_differs", "histogram values: at step 1: the hook "
+         "{'min': 1.0, 'max': 5.0, 'num': 4.0, 'sum': 11.0, "),
+        ("make_summary_callback_image_differs", "image picture/image/0: at step 0: the hook (2, "
+         "2, array([[[0], [0]], [[0], [0]]], dtype=uint8)), the callback (2, 2, array([[[1], "),
+    ],
+)
+def test_summary_contents_are_compared(callback, kind):
+    # Text as decoded strings, histograms by every field, images by decoded pixels: the same
+    # tags at the same steps with other contents do not replace (they did: text was "<bytes>",
+    # a histogram its count, an image its step). The callback's side has TF's "Cannot activate
+    # TF2 compatibility support for TF1 summary ops" warning: noise, left out.
+    status, payload = _replacement("SummaryHook", callback)
+    assert any("Cannot activate TF2 compatibility" in x for x in payload["callback"]["ignored"])
+    if kind is None:
+        assert status == 0, payload
+        assert payload["compared"][-1] == "1 files (1 the same)"
+        return
+    assert status == 1
+    (difference,) = payload["differences"]
+    assert difference.startswith(f"events/events.out.tfevents.* (events): {kind}"), difference
+
+
+def test_a_graph_check_does_not_decode_is_unknown_never_replaced():
+    status, payload = _replacement("GraphHook", "make_graph_callback")
+    assert status == 3 and payload["differences"] == []
+    (unknown,) = payload["unknown"]
+    assert unknown.startswith("events/events.out.tfevents.* (events): graph: the hook <graph, ")
+    assert unknown.endswith("(not decoded: cannot tell whether they are equivalent)")
+    status, out, _ = _in_process(
+        "replacement_contents:GraphHook", "--replaced-by", "replacement_contents:make_graph_callback"
+    )
+    assert status == 3 and out.splitlines()[0].endswith("(6 steps, 3 per epoch): cannot tell")

@@ -1,25 +1,26 @@
 """What a training run left behind, read back with real readers, and where two runs differ.
 
 :func:`read_outputs` turns a run's folder into comparable records: TensorFlow checkpoints (every
-variable, read with ``tf.train.load_checkpoint``), event files (every scalar and tensor value per
-tag and step, read with TensorBoard's ``EventAccumulator``, one record per folder: their file
-names hold a time and a host), CSV files (cells, numbers as numbers), other text files (lines),
+variable, read with ``tf.train.load_checkpoint``), event files (what every summary holds per
+tag and step, read with TensorBoard's ``EventAccumulator``: :mod:`hookbridge._conform.events`;
+one record per folder, as their file names hold a time and a host), CSV files (cells, numbers as numbers), other text files (lines),
 and other files (their bytes). :func:`compare_outputs` says where two such reads differ, and what
-it could not compare (a binary file whose bytes differ may still be equivalent: "unknown", never
-"same").
+it could not compare (a binary file whose bytes differ, a graph in an event file, may still be
+equivalent: "unknown", never "same").
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import logging
 import math
 import os
 import re
 from typing import Any
 
 import numpy as np
+
+from hookbridge._conform.events import Opaque, read_events
 
 #: Relative tolerance for numbers read back from files (float32 round-off of the same value).
 RTOL = 1e-5
@@ -38,7 +39,8 @@ class Output:
 
 def read_outputs(root: str, replace: dict[str, str] | None = None) -> dict[str, Output]:
     """Everything under ``root``, keyed by path relative to it (checkpoints by prefix, event
-    files by folder: ``<folder>/events.out.tfevents.*``).
+    files by folder: ``<folder>/events.out.tfevents.*``; :mod:`hookbridge._conform.events` reads
+    what each summary holds).
 
     Args:
         root: the run's folder.
@@ -57,7 +59,7 @@ def read_outputs(root: str, replace: dict[str, str] | None = None) -> dict[str, 
     for folder in sorted(event_dirs):
         key = os.path.join(folder, "events.out.tfevents.*")
         try:
-            outputs[key] = Output("events", _read_events(os.path.join(root, folder)))
+            outputs[key] = Output("events", read_events(os.path.join(root, folder)))
         except ImportError:  # TF >= 2.21 does not bring tensorboard
             outputs[key] = Output("unread", "event files: install tensorboard to read them")
     for name in files:
@@ -78,35 +80,6 @@ def _read_checkpoint(prefix: str) -> dict[str, Any]:
         for name in sorted(reader.get_variable_to_shape_map())
         if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")
     }
-
-
-def _read_events(folder: str) -> dict[str, Any]:
-    import tensorflow as tf
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
-    quiet = logging.getLogger("tensorboard")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # "more than one graph event per run": not a finding here
-    try:
-        acc.Reload()
-    finally:
-        quiet.setLevel(level)
-    tags = acc.Tags()
-    content: dict[str, Any] = {}
-    for tag in tags.get("scalars", []):
-        content[f"scalar {tag}"] = [(e.step, e.value) for e in acc.Scalars(tag)]
-    for tag in tags.get("tensors", []):
-        values = []
-        for e in acc.Tensors(tag):
-            array = tf.make_ndarray(e.tensor_proto)
-            values.append((e.step, array.tolist() if array.dtype.kind != "O" else "<bytes>"))
-        content[f"tensor {tag}"] = values
-    for tag in tags.get("histograms", []):
-        content[f"histogram {tag}"] = [(e.step, e.histogram_value.num) for e in acc.Histograms(tag)]
-    for tag in tags.get("images", []):
-        content[f"image {tag}"] = [(e.step, "<image>") for e in acc.Images(tag)]
-    return content
 
 
 def _read_file(path: str, base: str, replace: dict[str, str]) -> Output:
@@ -138,7 +111,10 @@ def _number(cell: str) -> Any:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Whether two read-back values are equal (numbers within :data:`RTOL`, NaN equal NaN)."""
+    """Whether two read-back values are equal (numbers within :data:`RTOL`, NaN equal NaN,
+    :class:`~hookbridge._conform.events.Opaque` contents by their bytes)."""
+    if isinstance(a, Opaque) or isinstance(b, Opaque):
+        return a == b
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
@@ -189,15 +165,34 @@ def compare_outputs(
                 name if a.content == b.content else f"{name}: binary, bytes differ (not read)"
             )
             continue
-        found = _content_differences(a, b, left_name, right_name)
-        if found:
-            differences += [f"{name} ({a.kind}): {line}" for line in found]
-        else:
+        undecided: list[str] = []
+        found = _content_differences(a, b, left_name, right_name, undecided)
+        differences += [f"{name} ({a.kind}): {line}" for line in found]
+        unknown += [
+            f"{name} ({a.kind}): {line} (not decoded: cannot tell whether they are equivalent)"
+            for line in undecided
+        ]
+        if not found and not undecided:
             same.append(name)
     return differences, unknown, same
 
 
-def _content_differences(a: Output, b: Output, left_name: str, right_name: str) -> list[str]:
+def _masked(value: Any) -> Any:
+    """``value`` with every :class:`Opaque` part the same placeholder."""
+    if isinstance(value, Opaque):
+        return "<not decoded>"
+    if isinstance(value, (list, tuple)):
+        return [_masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    return value
+
+
+def _content_differences(
+    a: Output, b: Output, left_name: str, right_name: str, unknown: list[str]
+) -> list[str]:
+    """Where two reads of one file differ; what only :class:`Opaque` parts could tell goes to
+    ``unknown``."""
     if a.kind in ("checkpoint", "events"):
         lines = []
         for key in sorted(set(a.content) | set(b.content)):
@@ -207,9 +202,10 @@ def _content_differences(a: Output, b: Output, left_name: str, right_name: str) 
                 lines.append(f"{key} only from {right_name}")
             elif not same_value(a.content[key], b.content[key]):
                 lines.append(
-                    f"{key}: {left_name} {_short(a.content[key])}, "
-                    f"{right_name} {_short(b.content[key])}"
+                    f"{key}: {_first_difference(a.content[key], b.content[key], left_name, right_name)}"
                 )
+                if same_value(_masked(a.content[key]), _masked(b.content[key])):
+                    unknown.append(lines.pop())  # only content check does not decode differs
         return lines
     rows_a, rows_b = a.content, b.content
     for i in range(max(len(rows_a), len(rows_b))):
@@ -223,8 +219,23 @@ def _content_differences(a: Output, b: Output, left_name: str, right_name: str) 
     return []
 
 
+def _first_difference(a: Any, b: Any, left_name: str, right_name: str) -> str:
+    """Where two values differ; for two series of ``(step, value)``, the first step."""
+    series = all(
+        isinstance(v, list) and all(isinstance(x, tuple) and len(x) == 2 for x in v) for v in (a, b)
+    )
+    if series:
+        steps_a, steps_b = [x[0] for x in a], [x[0] for x in b]
+        if steps_a != steps_b:
+            return f"steps {left_name} {_short(steps_a)}, {right_name} {_short(steps_b)}"
+        for (step, va), (_, vb) in zip(a, b):
+            if not same_value(va, vb):
+                return f"at step {step}: {left_name} {_short(va)}, {right_name} {_short(vb)}"
+    return f"{left_name} {_short(a)}, {right_name} {_short(b)}"
+
+
 def _short(value: Any, limit: int = 120) -> str:
     if isinstance(value, (np.ndarray, np.generic)):
         value = value.tolist()
-    text = repr(value)
+    text = " ".join(repr(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -5,39 +5,32 @@ hook under :class:`hookbridge.HookCallback`, once with the candidate callback(s)
 run has its own empty working directory (the factory is called and ``fit`` runs inside it, so
 relative paths land there), and records:
 
-* the log records of Python's ``logging`` (TensorFlow's ``tf.compat.v1.logging`` included, at
-  INFO and above) and what was printed to ``sys.stdout``, one line each, with the run's folder
-  replaced by ``<dir>`` and durations (``0.012 sec``) by ``<secs>``;
+* every line the hook's or callback's code logs (any logger, every level), warns or prints to
+  ``sys.stdout``/``sys.stderr``, in order, normalized; the library's and TensorFlow's/Keras's own
+  lines are left out on both sides alike (:mod:`hookbridge._conform.capture` says which);
 * the files written there, read back (:mod:`hookbridge._conform.outputs`): checkpoints with
   ``tf.train.load_checkpoint``, event files with ``EventAccumulator``, CSV, text;
 * the training itself: the step ``fit`` stopped at (``optimizer.iterations``), its epoch logs
   (``History``), the model's final weights, and the exception that ended it, if any.
 
-A replacement *replaces* when nothing differs and everything was compared. Lines the bridge
-itself writes (``HookCallback: ...``) are not the hook's and are left out.
+A replacement *replaces* when nothing differs and everything was compared.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import logging
 import math
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from hookbridge._conform.capture import Capture, captured, inside
 from hookbridge._conform.outputs import Output, compare_outputs, read_outputs, same_value
 from hookbridge._conform.scenarios import EXACT_LOSSES
-
-_DURATION = re.compile(r"\d+(\.\d+)?(e[-+]?\d+)? ?(sec|secs|seconds|s)\b")
-_RATE = re.compile(r"(/sec|per second)(: | = |:)[-+\d.e]+")
 
 
 @dataclasses.dataclass
@@ -56,6 +49,8 @@ class Run:
     """What one side did (see the module docstring)."""
 
     logs: list[str]
+    #: Lines left out as noise (capture.py): the library's and TensorFlow's/Keras's own.
+    ignored: list[str]
     outputs: dict[str, Output]
     stopped_at: int
     history: dict[str, list[float]]
@@ -159,82 +154,32 @@ def user_training(
     return make
 
 
-@contextlib.contextmanager
-def _captured(lines: list[str]) -> Iterator[None]:
-    """Log records (INFO and above) and stdout of the block, appended to ``lines``."""
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            message = record.getMessage()
-            if _from_the_bridge(record) or message.startswith("HookCallback:"):
-                return
-            for line in message.splitlines() or [""]:
-                lines.append(f"{record.levelname}: {line}")
-
-    handler = Handler(logging.INFO)
-    tf_logger = logging.getLogger("tensorflow")
-    root = logging.getLogger()
-    saved = (tf_logger.level, tf_logger.propagate, list(tf_logger.handlers), root.level)
-    tf_logger.handlers = [handler]
-    tf_logger.propagate = False
-    tf_logger.setLevel(logging.INFO)
-    root.addHandler(handler)
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            yield
-    finally:
-        root.removeHandler(handler)
-        tf_logger.setLevel(saved[0])
-        tf_logger.propagate = saved[1]
-        tf_logger.handlers = saved[2]
-        lines.extend(f"stdout: {line}" for line in out.getvalue().splitlines())
-
-
-#: Where the lines of the bridge's own machinery come from (its session's scaffold, which a
-#: callback has no use for): not the hook's doing, so not compared.
-_BRIDGE_SOURCES = (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-    os.path.join("training", "monitored_session.py"),
-    os.path.join("training", "session_manager.py"),
-)
-
-
-def _from_the_bridge(record: logging.LogRecord) -> bool:
-    path = os.path.abspath(record.pathname or "")
-    return path.startswith(_BRIDGE_SOURCES[0]) or path.endswith(_BRIDGE_SOURCES[1:])
-
-
-def _normalize(line: str, folder: str) -> str:
-    line = line.replace(os.path.realpath(folder), "<dir>").replace(folder, "<dir>")
-    line = _RATE.sub(r"\1\2<rate>", line)
-    return _DURATION.sub("<secs>", line)
-
-
 def run_side(
     make_training: Callable[[], Training], make_callbacks: Callable[[], list[Any]]
 ) -> Run:
     """One ``fit`` with the callbacks ``make_callbacks()`` returns, in a fresh folder."""
     folder = tempfile.mkdtemp(prefix="hookbridge-check-")
     cwd = os.getcwd()
-    lines: list[str] = []
+    capture = Capture()
     error: str | None = None
     training: Training | None = None
     history: dict[str, list[float]] = {}
     try:
         os.chdir(folder)
         training = make_training()
-        with _captured(lines):
-            callbacks = make_callbacks()
+        with captured(capture, folder):
+            callbacks = inside(make_callbacks)
             try:
-                result = training.model.fit(
-                    training.x,
-                    training.y,
-                    batch_size=training.batch_size,
-                    epochs=training.epochs,
-                    shuffle=False,
-                    verbose=0,
-                    callbacks=callbacks,
+                result = inside(
+                    lambda: training.model.fit(
+                        training.x,
+                        training.y,
+                        batch_size=training.batch_size,
+                        epochs=training.epochs,
+                        shuffle=False,
+                        verbose=0,
+                        callbacks=callbacks,
+                    )
                 )
                 history = {k: [float(v) for v in vs] for k, vs in result.history.items()}
             except Exception as e:  # noqa: BLE001 - how the run ended is compared
@@ -243,11 +188,12 @@ def run_side(
                 for c in callbacks:
                     close = getattr(c, "close", None)
                     if callable(close):
-                        close()
+                        inside(close)
         outputs = read_outputs(folder, {os.path.realpath(folder): "<dir>", folder: "<dir>"})
         model = training.model
         return Run(
-            logs=[_normalize(line, folder) for line in lines],
+            logs=capture.lines,
+            ignored=capture.ignored,
             outputs=outputs,
             stopped_at=int(np.asarray(model.optimizer.iterations)),
             history=history,
@@ -305,7 +251,12 @@ def _compare(hook: Run, callback: Run) -> Replacement:
                 f"{h} {a!r}, {c} {b!r}"
             )
             break
-    compared.append(f"{len(hook.logs)} log/stdout lines")
+    ignored = len(hook.ignored) + len(callback.ignored)
+    compared.append(
+        f"{len(hook.logs)} log/stdout lines"
+        + (f" ({ignored} more left out: hookbridge's, TensorFlow's or Keras's own)"
+           if ignored else "")
+    )
     found, unknown, same = compare_outputs(
         hook.outputs, callback.outputs, left_name=h, right_name=c
     )

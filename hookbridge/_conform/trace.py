@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -55,8 +56,9 @@ def decode_summary(data: bytes) -> tuple | None:
     """What a serialized ``tf.compat.v1.Summary`` (or ``Event``) holds, or None if it is not one.
 
     A summary becomes ``("Summary", ((tag, value), ...))``: a scalar's ``simple_value`` rounded
-    to 4 digits, a tensor summary's value as a (nested) list, other kinds as ``"<image>"``,
-    ``"<histo n=...>"``, ``"<audio>"``. An event becomes ``("Event", step, summary)``. So two
+    to 4 digits, a tensor summary's value as a (nested) list (a text summary's strings decoded),
+    a histogram as ``("histo", num, min, max, sum, sum_squares, limits, counts)``, an image as
+    ``("image", height, width, "sha256:...")`` of its encoded bytes (audio likewise). An event becomes ``("Event", step, summary)``. So two
     traces differ when their summaries hold different values, not only when they have a summary.
     """
     if not data:
@@ -88,10 +90,35 @@ def _summary_value(value: Any) -> Any:
     if kind == "tensor":
         import tensorflow as tf
 
-        return normalize(tf.make_ndarray(value.tensor))
+        array = tf.make_ndarray(value.tensor)
+        if array.dtype.kind in "OS":  # a text summary: its strings (other bytes by digest)
+            return normalize(np.vectorize(_text, otypes=[object])(array).tolist())
+        return normalize(array)
     if kind == "histo":
-        return f"<histo n={int(value.histo.num)}>"
+        h = value.histo
+        return normalize(
+            ("histo", int(h.num), h.min, h.max, h.sum, h.sum_squares, tuple(h.bucket_limit),
+             tuple(h.bucket))
+        )
+    if kind in ("image", "audio"):
+        media = getattr(value, kind)
+        data = media.encoded_image_string if kind == "image" else media.encoded_audio_string
+        size = (media.height, media.width) if kind == "image" else (media.sample_rate,)
+        return (kind, *normalize(size), _digest(data))
     return f"<{kind}>"
+
+
+def _text(data: Any) -> str:
+    if isinstance(data, bytes):
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return _digest(data)
+    return str(data)
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
 def _summary_class() -> Any:

@@ -307,9 +307,11 @@ def _report_replacement(result: ReplacementResult, out: TextIO) -> None:
             "differences": r.differences,
             "unknown": r.unknown,
             "compared": r.compared,
-            "hook": {"logs": r.hook.logs, "files": sorted(r.hook.outputs),
+            "hook": {"logs": r.hook.logs, "ignored": r.hook.ignored,
+                     "files": sorted(r.hook.outputs),
                      "stopped_at": r.hook.stopped_at, "error": r.hook.error},
-            "callback": {"logs": r.callback.logs, "files": sorted(r.callback.outputs),
+            "callback": {"logs": r.callback.logs, "ignored": r.callback.ignored,
+                         "files": sorted(r.callback.outputs),
                          "stopped_at": r.callback.stopped_at, "error": r.callback.error},
         }
         out.write(json.dumps(_jsonable(payload), indent=2) + "\n")

@@ -27,7 +27,7 @@ class PrintingHook(v1.train.SessionRunHook):
 
     def begin(self):
         self.step = v1.train.get_global_step()
-        self.as_bf16 = v1.to_bfloat16(self.step)  # deprecated: "Use `tf.cast` instead."
+        v1.train.checkpoint_exists("no-such-checkpoint")  # deprecated: a notice, once
 
     def before_run(self, run_context):
         return v1.train.SessionRunArgs(self.step)

@@ -162,10 +162,11 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "SessionRunHook, or with --callback a Keras callback) natively and under the bridge, and "
         "prints 'conforms' or both call traces side by side. With --replaced-by CALLBACK, runs "
         "the hook under HookCallback and the callback natively in the same Keras fit and "
-        "compares what they do (log lines, printed lines, files written and their contents, the "
+        "compares what they do (every line their code logs, warns or prints, TensorFlow's and the "
+        "bridge's own lines left out; files written and their contents, summaries by value; the "
         "step fit stops at): 'replaces' or the differences. Exit status: 0 conforms (replaces), "
-        "1 does not, 2 bad input, 3 unknown (something could not be compared, or both worlds "
-        "fail the same way). Imports only the named modules.",
+        "1 does not, 2 bad input, 3 unknown, printed 'cannot tell' (something could not be "
+        "compared, or both worlds fail the same way). Imports only the named modules.",
     )
     check.add_argument(
         "target",

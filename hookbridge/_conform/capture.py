@@ -58,7 +58,7 @@ _FRAMEWORK_PACKAGES = (
     "tensorflow", "tensorflow_estimator", "keras", "tf_keras", "tensorboard", "absl", "numpy",
     "google", "h5py", "optree", "ml_dtypes", "wrapt", "hookbridge",
 )
-_HOOKBRIDGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_HOOKBRIDGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
 #: The bridge's notes to the user, whatever module they are attributed to.
 _BRIDGE_PREFIXES = ("HookCallback:", "CallbackHook:", "hookbridge:")
 
@@ -80,11 +80,11 @@ def _package_dirs() -> tuple[str, ...]:
         except (ImportError, ValueError):
             continue
         for location in (spec.submodule_search_locations or []) if spec else []:
-            dirs.add(os.path.abspath(location) + os.sep)
+            dirs.add(os.path.realpath(location) + os.sep)
     for key in ("stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:
-            dirs.add(os.path.abspath(path) + os.sep)
+            dirs.add(os.path.realpath(path) + os.sep)
     dirs.add(_HOOKBRIDGE)
     return tuple(sorted(dirs))
 
@@ -92,7 +92,7 @@ def _package_dirs() -> tuple[str, ...]:
 def _tf_util_dir() -> str | None:
     spec = importlib_util.find_spec("tensorflow")
     locations = list(spec.submodule_search_locations or []) if spec else []
-    return os.path.join(os.path.abspath(locations[0]), "python", "util") + os.sep if locations else None
+    return os.path.join(os.path.realpath(locations[0]), "python", "util") + os.sep if locations else None
 
 
 class _Origins:
@@ -115,7 +115,7 @@ class _Origins:
     def _path(self, filename: str) -> str:
         path = self._abspath.get(filename)
         if path is None:
-            path = self._abspath[filename] = os.path.abspath(filename)
+            path = self._abspath[filename] = os.path.realpath(filename)
         return path
 
     def user_code(self, filename: str) -> bool:

@@ -8,7 +8,9 @@ harness in ``tests/distributed/preempt_harness.py`` and read back by the tests b
    past shared step 30, then is killed with SIGKILL and started again (same task index, same
    port), while the chief trains on;
 2. once the restarted worker 1 has closed an epoch and the chief has written checkpoints, the ps is
-   killed with SIGKILL while both workers train; once both runs failed (UnavailableError), a
+   killed with SIGKILL while worker 1 trains and the chief is held in ``on_epoch_end`` (after its
+   recording callback saw the event, before a callback reads the model, as Keras 2's TensorBoard
+   does there); the chief's read fails inside ``on_epoch_end``; once both failed (UnavailableError), a
    standby ps serves on the same port: MonitoredTrainingSession recreates both sessions (the
    chief restores its latest checkpoint; worker 1 waits until the model is ready again, which
    can take SessionManager's 30 s ``recovery_wait_secs`` when it asks before the chief restored);
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +80,16 @@ class Scenario:
     chief_step_at_worker_kill: int
     chief_steps_before_ps_kill: list[int]
     checkpoint_at_ps_kill: int
+    held_epoch: int  # the chief's on_epoch_end the ps died in
     leftovers: list[int] | None
+
+
+def say(out: Path, word: str) -> None:
+    """The harness's word to the chief's ``HeldInEpochEnd`` (``arm``, ``go:<epoch>``, ``done``),
+    written whole (a temporary file renamed)."""
+    tmp = out / "hold-w0.tmp"
+    tmp.write_text(word)
+    os.replace(tmp, out / "hold-w0")
 
 
 @pytest.fixture(scope="module")
@@ -119,18 +131,27 @@ def scenario(tmp_path_factory) -> Scenario:
             lambda: bool(events(rec("w1b"), "on_epoch_end")) and checkpoint_step(out) >= 40,
         )
 
-        # 2. The ps killed while both workers train: their runs fail (UnavailableError); once
-        # both failed, the standby ps serves on the port. The chief's session is recreated and
-        # restored from its checkpoint; worker 1's is recreated when the model is ready again.
+        # 2. The ps killed while the chief is held in on_epoch_end (after its recorder saw the
+        # event, before its read of the model) and worker 1 trains: the chief's read fails
+        # inside on_epoch_end, worker 1's run fails (UnavailableError); once both failed, the
+        # standby ps serves on the port. The chief's session is recreated and restored from its
+        # checkpoint; worker 1's is recreated when the model is ready again.
         c.gate("w0", None)
-        c.wait(  # the shared step a few steps past the latest checkpoint, worker 1 mid-epoch
-            "the chief 3 to 12 steps past its latest checkpoint, worker 1 in an epoch it ran in",
-            lambda: (
-                3 <= run_steps(rec("w0"))[-1] - checkpoint_step(out) <= 12 and mid_epoch(rec("w1b"))
-            ),
-        )
+        say(out, "arm")
+        while True:  # each epoch end of the chief is held; released until the moment is right
+            held = len(events(rec("w0"), "held_in_epoch_end"))
+            c.wait(
+                "the chief held in on_epoch_end",
+                lambda n=held: len(events(rec("w0"), "held_in_epoch_end")) > n,
+            )
+            held_epoch = events(rec("w0"), "held_in_epoch_end")[-1]["epoch"]
+            # the shared step a few steps past the latest checkpoint, worker 1 mid-epoch
+            if 3 <= run_steps(rec("w0"))[-1] - checkpoint_step(out) <= 12 and mid_epoch(rec("w1b")):
+                break
+            say(out, f"go:{held_epoch}")
         chief_steps_before_ps_kill = run_steps(rec("w0"))
         c.kill("ps1")
+        say(out, "done")  # the chief reads the model on the lost ps, in on_epoch_end
         c.wait(
             "both workers' runs to fail on the lost ps",
             lambda: all(events(rec(n), "tf_recovery_log") for n in ("w0", "w1b")),
@@ -155,6 +176,7 @@ def scenario(tmp_path_factory) -> Scenario:
         chief_step_at_worker_kill=chief_step_at_worker_kill,
         chief_steps_before_ps_kill=chief_steps_before_ps_kill,
         checkpoint_at_ps_kill=checkpoint_at_ps_kill,
+        held_epoch=held_epoch,
         leftovers=c.leftovers,
     )
 
@@ -379,3 +401,25 @@ def test_a_recovered_worker_closes_the_epoch_the_shared_step_passed(scenario):
         assert all(after[i]["epoch"] != open_epoch for i in closed), "an epoch without a run ended"
     assert begun and begun[0] < first_run, "the first run after the recovery has no epoch"
     assert after[begun[0]]["epoch"] >= step // SPE
+
+
+def test_the_epoch_the_ps_died_in_is_closed_once(scenario):
+    """The chief was held in ``on_epoch_end(E)`` while the ps was killed: its recorder had seen the
+    event, the next callback's read of the model failed (UnavailableError) and MonitoredSession
+    recovered. Epoch E is closed once for every callback, whatever the moment of the error (it
+    was closed twice when the ps died there by chance on a loaded machine): the recorder's
+    ``on_epoch_end(E)`` once, before the recovery; the CSV row and TensorBoard scalar of E once
+    (the callbacks the error kept from the event get it in the new session); the first epoch
+    begun after the recovery is later than E."""
+    records = scenario.records["w0"]
+    epoch = scenario.held_epoch
+    (released,) = [r for r in records if r["ev"] == "released_in_epoch_end" and r["ps_lost"]]
+    assert released["epoch"] == epoch
+    ends = events(records, "on_epoch_end")
+    assert [r["epoch"] for r in ends].count(epoch) == 1
+    recovered_at = recovery_time(records)
+    assert next(r["t"] for r in ends if r["epoch"] == epoch) < released["t"] < recovered_at
+    begun_after = [r["epoch"] for r in events(records, "on_epoch_begin") if r["t"] > recovered_at]
+    assert begun_after and begun_after[0] > epoch
+    rows = list(csv.DictReader(io.StringIO((scenario.out / "chief.csv").read_text())))
+    assert [int(row["epoch"]) for row in rows].count(epoch) == 1

@@ -14,7 +14,8 @@ small linear model whose variables live on the ps (``replica_device_setter``) in
   restored) and each run's global step and loss: the native TF1 view;
 * ``CallbackHook(is_chief=...)`` with the same callbacks on every worker: a recording Keras
   callback (runs on every worker), a ``CSVLogger`` and a ``TensorBoard`` callback (file writers:
-  the chief's only; the files the test reads back);
+  the chief's only; the files the test reads back); the chief also has ``HeldInEpochEnd`` after
+  its recorder, where the harness holds it in ``on_epoch_end`` while it kills the ps;
 * ``NativeRecorder("after")``: the global step again after the CallbackHook's
   ``after_create_session`` (so the test brackets the step the CallbackHook read);
 * ``StopAtStepHook(last_step)``: training ends at the same shared step on every worker.
@@ -183,13 +184,49 @@ def wait_at_gate(gate: Path, step: int, record: Record) -> None:
         time.sleep(0.02)
 
 
-def build_callbacks(config: dict, record: Record) -> list:
+class HeldInEpochEnd(keras.callbacks.Callback):
+    """The chief's, after its recorder: while the harness arms it (``<out>/hold-w0``), each
+    ``on_epoch_end`` waits for the harness's word before it reads the model; the harness
+    releases it (``go:<epoch>``) or kills the ps meanwhile (``done``, then no more holds), so
+    the read (``model.optimizer.iterations``, as Keras 2's TensorBoard reads it at each epoch
+    end) fails on the lost ps inside ``on_epoch_end``, after the recorder saw the event: the
+    interleaving that made a worker close an epoch twice, forced instead of hoped for."""
+
+    def __init__(self, record: Record, path: Path) -> None:
+        super().__init__()
+        self._record = record
+        self._path = path
+        self._done = False
+
+    def _word(self) -> str | None:
+        try:
+            return self._path.read_text()
+        except FileNotFoundError:
+            return None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self._done and self._word() not in (None, "done"):
+            self._record.write("held_in_epoch_end", epoch=epoch)
+            deadline = time.monotonic() + GATE_WAIT_LIMIT
+            while self._word() not in (f"go:{epoch}", "done"):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"held in on_epoch_end({epoch}) too long")
+                time.sleep(0.01)
+            self._done = self._word() == "done"
+            self._record.write("released_in_epoch_end", epoch=epoch, ps_lost=self._done)
+        int(self.model.optimizer.iterations)
+
+
+def build_callbacks(config: dict, record: Record, is_chief: bool) -> list:
     """Every worker gets the same callbacks: a recorder, a CSVLogger and a TensorBoard callback,
-    whose files are the chief's (the file writers run on the chief only). Built before the TF1
-    graph is the default graph (tf_keras would return its graph-mode classes)."""
+    whose files are the chief's (the file writers run on the chief only); the chief also gets
+    :class:`HeldInEpochEnd` after its recorder. Built before the TF1 graph is the default graph
+    (tf_keras would return its graph-mode classes)."""
     out = Path(config["out"])
+    held = [HeldInEpochEnd(record, out / "hold-w0")] if is_chief else []
     return [
         CallbackRecord(record),
+        *held,
         keras.callbacks.CSVLogger(str(out / "chief.csv")),
         keras.callbacks.TensorBoard(str(out / "tb")),
     ]
@@ -209,7 +246,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
     rng = np.random.default_rng(index)
     true_w = np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
 
-    callbacks = build_callbacks(config, record)
+    callbacks = build_callbacks(config, record, is_chief)
     graph = tf.Graph()
     with graph.as_default():
         worker_device = f"/job:worker/task:{index}"

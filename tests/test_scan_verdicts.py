@@ -341,3 +341,17 @@ def test_keras_twin_refuses_what_the_rows_say():
     )
     with pytest.raises(ValueError, match="weight_column"):
         hookbridge.keras_twin(weighted)
+
+
+def test_a_factory_imported_under_a_longer_path_than_the_scanned_root_is_resolved(tmp_path):
+    # tensorflow/models imports `from official.r1.utils.logs import hooks_helper`; a scan of
+    # `official/` names that module `r1.utils.logs.hooks_helper`.
+    import shutil
+
+    shutil.copytree(CENSUS / "census", tmp_path / "official" / "census")
+    for path in (tmp_path / "official").rglob("*.py"):
+        path.write_text(path.read_text().replace("from census", "from official.census"))
+    result = scan(tmp_path / "official")
+    factory = _by(result, "census/run_loop.py:14", "hooks_helper.get_train_hooks")
+    assert factory.detail.startswith("hooks built by get_train_hooks()")
+    assert _by(result, "census/main.py:34", "'{scope}head/truediv'").status == N

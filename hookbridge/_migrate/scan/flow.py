@@ -85,11 +85,29 @@ class Functions:
         #: Names of the functions defined in them (a call of another name calls none of them,
         #: except through a dict of functions: ``HOOKS[name](...)``, ``hook_fn(...)``).
         self.names = frozenset(name for m in modules.values() for name in m.functions)
+        #: Modules by their last name: ``from official.r1.utils.logs import hooks_helper`` in a
+        #: tree scanned from ``official/`` (modules ``r1.utils.logs.hooks_helper``).
+        self._by_last: dict[str, list[ModuleInfo]] = {}
+        for module in modules.values():
+            self._by_last.setdefault(module.module.rsplit(".", 1)[-1], []).append(module)
         self._calls: dict[int, dict[int, list[Call]]] = {}
         self._sinks: dict[int, dict[str, list[Sink]]] = {}
         self._active: set[int] = set()
 
     # ----------------------------------------------------------------- calls
+    def may_call(self, module: ModuleInfo, call: Call) -> bool:
+        """A cheap test before :meth:`callee`: False when the call cannot reach a scanned
+        function (its name is none of theirs, nor bound in a function around it)."""
+        func = call.node.func
+        kind = func.__class__
+        if kind is ast.Attribute:
+            return func.attr in self.names
+        if kind is ast.Name:
+            return func.id in self.names or any(
+                (id(scope), func.id) in module.bindings for scope in call.scopes
+            )
+        return kind is ast.Subscript
+
     def callee(self, module: ModuleInfo, node: ast.Call, scopes: tuple) -> list[Function]:
         """The scanned functions ``node`` may call."""
         func = node.func
@@ -116,6 +134,13 @@ class Functions:
             return []
         name, _, attr = qualified.rpartition(".")
         module = self._modules.get(name)
+        if module is None:  # imported under a longer path than the scanned root gives it
+            found = [
+                m
+                for m in self._by_last.get(name.rsplit(".", 1)[-1], ())
+                if name.endswith("." + m.module)
+            ]
+            module = found[0] if len(found) == 1 else None
         function = module.functions.get(attr) if module is not None else None
         return [(module, function)] if function is not None else []
 
@@ -151,38 +176,51 @@ class Functions:
             m, fn = todo.pop()
             if id(fn) in out:
                 continue
-            called = [g for c in self.calls_in(m, fn) for g in self.callee(m, c.node, c.scopes)]
+            called = [
+                g
+                for c in self.calls_in(m, fn)
+                if self.may_call(m, c)
+                for g in self.callee(m, c.node, c.scopes)
+            ]
             out[id(fn)] = {id(g) for _, g in called}
             todo += called
         return out
 
-    def hook_functions(self, hook_names: frozenset[str]) -> set[str]:
-        """Names of the top-level functions that build a hook (a call named ``...Hook`` or in
-        ``hook_names``, here or in a function they call) or whose parameters reach a hook's
-        tensor argument: a call of one may give a row (the scan reads the files naming them)."""
-        memo: dict[int, bool] = {}
-
-        def builds(module: ModuleInfo, function: ast.AST) -> bool:
-            if id(function) not in memo:
-                memo[id(function)] = False  # recursion: the outer call decides
-                for call in self.calls_in(module, function):
-                    func = call.node.func
-                    last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                    if (
-                        last.endswith("Hook")
-                        or last in hook_names
-                        or any(builds(m, g) for m, g in self.callee(module, call.node, call.scopes))
-                    ):
-                        memo[id(function)] = True
-                        break
-            return memo[id(function)]
-
-        return {
-            name
-            for module in self._modules.values()
-            for name, function in module.functions.items()
-            if builds(module, function) or self.sinks(module, function)
-        }
+    def hook_functions(self, hook_names: frozenset[str], among: frozenset[str]) -> set[str]:
+        """Names, of those in ``among``, of the top-level functions that may build a hook or
+        pass what reaches one's tensor argument: a call of one may give a row (the scan reads
+        the files naming them). By names only, so a superset: a function calling something
+        named ``...Hook``, in ``hook_names`` or a hook taking tensors, or a function so found,
+        or calling through a dict of functions (``REGISTRY.get(name)(...)``)."""
+        if not among:
+            return set()
+        called: dict[str, set[str]] = {}  # function name -> last names it calls
+        found: set[str] = set()
+        seeds = hook_names | TENSOR_ARGS.keys()
+        for module in self._modules.values():
+            functions, bindings = module.functions, module.bindings
+            for call in module.calls:
+                scopes = call.scopes
+                if not scopes or functions.get(getattr(scopes[0], "name", "")) is not scopes[0]:
+                    continue
+                name = scopes[0].name
+                func = call.node.func
+                kind = func.__class__
+                last = func.attr if kind is ast.Attribute else getattr(func, "id", "")
+                if last.endswith("Hook") or last in seeds or kind is ast.Subscript:
+                    found.add(name)
+                elif kind is ast.Name and any((id(s), last) in bindings for s in scopes):
+                    found.add(name)  # a function held in a local name: REGISTRY.get(key)
+                else:
+                    called.setdefault(name, set()).add(last)
+        grown = True
+        while grown:
+            grown = False
+            for name, names in called.items():
+                if name not in found and not names.isdisjoint(found):
+                    found.add(name)
+                    grown = True
+        return found & among
 
     # ----------------------------------------------------------------- sinks
     def sinks(self, module: ModuleInfo, function: ast.FunctionDef) -> dict[str, list[Sink]]:
@@ -199,7 +237,9 @@ class Functions:
         kwargs = function.args.kwarg.arg if function.args.kwarg else None
         for call in self.calls_in(module, function):
             node = call.node
-            qualified = module.qualify(node.func)
+            func = node.func
+            written = func.attr if func.__class__ is ast.Attribute else getattr(func, "id", "")
+            qualified = module.qualify(func) if written in TENSOR_ARGS else None
             last = last_name(qualified)
             if is_tf(qualified) and last in TENSOR_ARGS:
                 index, keyword, what = TENSOR_ARGS[last]
@@ -209,6 +249,8 @@ class Functions:
                 ):
                     if fn is function:
                         out.setdefault(name, []).append(sink)
+                continue
+            if not self.may_call(module, call):
                 continue
             for other, called in self.callee(module, node, call.scopes):
                 for name, found in self.sinks(other, called).items():

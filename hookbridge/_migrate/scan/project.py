@@ -138,7 +138,9 @@ def read(
     hook_names = Classes(done.values()).relevant_names
     while unread:
         functions = Functions({m.module: m for m in done.values()})
-        wanted = {name.encode() for name in functions.hook_functions(hook_names)}
+        written = frozenset().union(*unread.values())  # only a name written there matters
+        among = frozenset(n for n in functions.names if n.encode() in written)
+        wanted = {name.encode() for name in functions.hook_functions(hook_names, among)}
         more = [i for i, names in unread.items() if not names.isdisjoint(wanted)]
         if not more:
             break

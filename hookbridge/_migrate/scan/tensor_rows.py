@@ -105,7 +105,8 @@ class TensorRows(EntryPoints):
 
     def _logged(self, call: Call, name: str, bridged: catalog.Bridged) -> catalog.Bridged:
         """A tensor the HookCallback around this hooks callable exposes with ``log_names``."""
-        base = name.removeprefix("^").rsplit(":", 1)[0]
+        # running_mean/<key>: the bridge makes it for every log key it makes <key> for.
+        base = bridge_graph.base_name(name).removeprefix(bridge_graph.RUNNING_MEAN)
         if bridged.status != f.NEEDS_TENSOR or not base:
             return bridged
         for scope in call.scopes:

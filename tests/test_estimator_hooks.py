@@ -9,10 +9,12 @@ global step, a ``loss`` tensor fed the batch loss); the bridged run in ``HookCal
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from estimator_setup import ESTIMATOR_ONLY, dataset_fn, run_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import hookbridge
@@ -169,3 +171,43 @@ def test_with_model_an_unmatched_weight_is_an_error(tmp_path):
             verbose=0,
             callbacks=[callback],
         )
+
+
+def test_without_model_the_warning_names_the_key_the_estimator_misses(tmp_path):
+    # issue 31 item 8: a V2 DNNClassifier's model_dir, its Keras twin restored by "auto" (its
+    # weights keep the Estimator's names), estimator_hooks without model=: the Estimator taking
+    # the model_dir back misses its Adagrad state, not a weight; the warning names that key.
+    pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
+    import warnings
+
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    features = {"a": x[:, :1], "b": x[:, 1:2], "c": x[:, 2:]}
+    labels = (x[:, :1] > 0).astype("int64")
+    columns = [tf.feature_column.numeric_column(k) for k in "abc"]
+
+    def estimator():
+        config = run_config(str(tmp_path), {"save_checkpoints_steps": 4})
+        return tf.estimator.DNNClassifier([8, 4], columns, config=config)
+
+    estimator().train(dataset_fn(features, labels), max_steps=4)
+    twin = hookbridge.keras_twin(estimator())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hookbridge.restore_checkpoint(twin, tmp_path, "auto")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        twin.fit(features, labels, batch_size=16, epochs=1, verbose=0, callbacks=[
+            hookbridge.HookCallback(lambda: hookbridge.estimator_hooks(
+                str(tmp_path), save_checkpoints_steps=1, log_step_count_steps=None,
+                save_summary_steps=0))])
+    said = [str(w.message) for w in caught if "Without model=" in str(w.message)]
+    assert len(said) == 1
+    with pytest.raises(tf.errors.NotFoundError) as native:
+        estimator().train(dataset_fn(features, labels), steps=1)
+    key = re.findall(r"Key (\S+) not found", str(native.value))[0]
+    assert key.startswith("training/")  # the optimizer's state, not dnn/hiddenlayer_0/bias
+    assert f"(NotFoundError: Key {key} not found)" in said[0]
+    written = set(tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map())
+    assert "dnn/hiddenlayer_0/bias" in written
+    named = said[0].split("will not hold: ")[1].split(". Without")[0].split(", ")
+    assert named[0] == key and not written.intersection(named)

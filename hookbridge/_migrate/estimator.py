@@ -103,7 +103,7 @@ def estimator_hooks(
     if backup:
         keep_last_checkpoint(tf, model_dir, backup)
     if model is None:
-        _warn_without_model(tf, model_dir)
+        _warn_without_model(tf, graph, model_dir)
     _add_loss_summary(tf, graph, loss_tensor)
     if not graph.get_collection(v1.GraphKeys.SAVERS):
         var_list, writer = _checkpoint_names(
@@ -287,21 +287,34 @@ def keep_last_checkpoint(tf: Any, model_dir: str, backup: str = BACKUP_DIR) -> s
     return os.path.join(target, name)
 
 
-def _warn_without_model(tf: Any, model_dir: str) -> None:
-    """Without ``model``, checkpoints get HookCallback's names: say what that means for an
-    Estimator ``model_dir`` before the first write."""
+def _warn_without_model(tf: Any, graph: Any, model_dir: str) -> None:
+    """Without ``model``, checkpoints hold the graph's variables as they are named (the weight
+    mirrors: ``model/000/kernel``, or the names a ``restore_checkpoint(..., assignment_map)``
+    gave them) and no optimizer state: before the first write, name what an Estimator restoring
+    them will not find (its ``NotFoundError`` names the first missing key in sorted order, as
+    ``Saver`` sorts the names it restores)."""
     prefix = tf.train.latest_checkpoint(model_dir)
     if prefix is None:
         return
     names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    theirs = sorted(n for n in names if n != "global_step" and not n.startswith("model/"))
-    if theirs:
+    v1 = tf.compat.v1
+    written = {
+        v.op.name
+        for key in (v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.SAVEABLE_OBJECTS)
+        for v in graph.get_collection(key)
+        if hasattr(v, "op")
+    }
+    missing = sorted(n for n in names if n not in written)
+    if missing:
         warnings.warn(
-            f"estimator_hooks: {model_dir!r} holds a checkpoint with the Estimator's names "
-            f"({', '.join(theirs[:4])}, ...); without model=, the checkpoints written from Keras "
-            "use HookCallback's names (model/000/kernel, ...) and no optimizer state, and an "
-            f"Estimator restoring them fails (NotFoundError: Key {theirs[0]} not found). Pass "
-            "model=<the Keras model> to keep the Estimator's names and optimizer state.",
+            f"estimator_hooks: {model_dir!r} holds a checkpoint whose variables the checkpoints "
+            f"written from Keras will not hold: {', '.join(missing[:4])}"
+            f"{f', ... ({len(missing)} in all)' if len(missing) > 4 else ''}. Without model=, "
+            "they hold the model's weights under the names the bridge's graph gives them "
+            "(model/000/kernel, ..., or the checkpoint's own after restore_checkpoint with an "
+            "assignment_map) and no optimizer state, and an Estimator restoring them fails "
+            f"(NotFoundError: Key {missing[0]} not found). Pass model=<the Keras model> to keep "
+            "the Estimator's names and optimizer state.",
             stacklevel=3,
         )
 

@@ -349,16 +349,52 @@ def keras_gradient_accumulators(optimizer: Any) -> list:
     return [a for a in getattr(optimizer, "_accumulated_gradients", None) or [] if a is not None]
 
 
+def keras_optimizer_owns(optimizer: Any, variable: Any) -> bool | None:
+    """Whether a Keras optimizer was built on ``variable`` (keeps state for it); ``None`` when
+    it is not built yet (or, ``optimizers.legacy``, keeps no slot at all so far).
+
+    Keras 3: ``built`` and the private ``_get_variable_index``; Keras 2.11+ / tf_keras: the
+    private ``_built`` and ``_index_dict``; ``optimizers.legacy``: ``get_slot`` (public).
+    """
+    if hasattr(optimizer, "get_slot") and hasattr(optimizer, "get_slot_names"):  # legacy
+        names = optimizer.get_slot_names()
+        if not names:
+            return None
+        try:
+            optimizer.get_slot(variable, names[0])
+        except KeyError:
+            return False
+        return True
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        if not optimizer.built:
+            return None
+        try:
+            optimizer._get_variable_index(variable)
+        except KeyError:
+            return False
+        return True
+    if not getattr(optimizer, "_built", False):
+        return None
+    return optimizer._var_key(variable) in optimizer._index_dict
+
+
 def keras_optimizer_slot(optimizer: Any, variable: Any, slot: str) -> Any:
     """The slot ``slot`` (``m``, ``v``, ``momentum``, ``accumulator``, ``linear``, ``rms``,
     ``mg``) of ``variable`` in a built Keras optimizer, or ``None`` when it keeps none."""
     if hasattr(optimizer, "get_slot") and hasattr(optimizer, "get_slot_names"):  # legacy
-        return optimizer.get_slot(variable, slot) if slot in optimizer.get_slot_names() else None
+        if slot not in optimizer.get_slot_names():
+            return None
+        try:
+            return optimizer.get_slot(variable, slot)
+        except KeyError:  # no slots for this variable: one optimizer of several
+            return None
     attribute = _KERAS_SLOT_LISTS_BY_CLASS.get((type(optimizer).__name__, slot))
     attribute = attribute or KERAS_SLOT_LISTS.get(slot)
     slots = getattr(optimizer, attribute, None) if attribute else None
     if not slots:
         return None
+    if keras_optimizer_owns(optimizer, variable) is False:
+        return None  # built on other variables (one optimizer of several)
     if hasattr(optimizer, "_get_variable_index"):  # Keras 3
         index = optimizer._get_variable_index(variable)
     else:  # Keras 2.11+

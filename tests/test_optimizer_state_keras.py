@@ -91,11 +91,13 @@ def keras_dense(optimizer: Any) -> Any:
 def slot_values(model: Any, slots: dict[str, str]) -> dict[str, np.ndarray]:
     """The model's optimizer's slot values under the checkpoint's slot names (``slots``:
     ``{"dense/kernel/Adam": "m"}``)."""
-    optimizer = inner(model.optimizer)
     weights = {"dense/kernel": model.weights[0], "dense/bias": model.weights[1]}
     out = {}
     for name, slot in slots.items():
-        found = _tfcompat.keras_optimizer_slot(optimizer, weights[name.rsplit("/", 1)[0]], slot)
+        weight = weights[name.rsplit("/", 1)[0]]
+        owner = [o for o in getattr(model, "extra_optimizers", []) if _tfcompat.keras_optimizer_owns(o, weight)]
+        optimizer = inner(owner[0] if owner else model.optimizer)
+        found = _tfcompat.keras_optimizer_slot(optimizer, weight, slot)
         out[name] = np.asarray(found.numpy())
     return out
 
@@ -218,3 +220,56 @@ def test_a_restore_mid_accumulation_starts_a_new_one(tmp_path):
     assert int(model.optimizer.iterations.numpy()) == 4
     assert int(_tfcompat.keras_optimizer_counter(model.optimizer)[0].numpy()) == 8
     assert all(not np.asarray(a.numpy()).any() for a in accumulators)
+
+
+def two_adams(loss, global_step):
+    """Two TF1 Adams of one job (a GAN's two players): the kernel's, then the bias's (named
+    ``Adam`` too: slots ``dense/bias/Adam``, beta powers ``beta1_power_1``)."""
+    kernel, bias = v1.trainable_variables()
+    grads = tf.gradients(loss, [kernel, bias])
+    first = v1.train.AdamOptimizer(0.01).apply_gradients([(grads[0], kernel)])
+    second = v1.train.AdamOptimizer(0.05).apply_gradients([(grads[1], bias)], global_step)
+    return tf.group(first, second)
+
+
+def two_adam_dense(build_extra: bool = True) -> Any:
+    """The Keras side: the bias trained by ``extra_optimizers[0]``, built on it."""
+
+    class TwoPlayers(keras.Model):
+        def train_step(self, data):
+            x, y = data[0], data[1]
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(x, y, y_pred)
+            kernel, bias = self.trainable_variables
+            grads = tape.gradient(loss, [kernel, bias])
+            self.optimizer.apply_gradients([(grads[0], kernel)])
+            self.extra_optimizers[0].apply_gradients([(grads[1], bias)])
+            if KERAS3:  # Keras 3 logs what the step returns
+                return {"loss": loss}
+            return self.compute_metrics(x, y, y_pred, None)  # tf_keras: compile's running mean
+
+    inputs = keras.Input((3,))
+    model = TwoPlayers(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer=keras.optimizers.Adam(0.01, epsilon=1e-8), loss="mse")
+    model.extra_optimizers = [keras.optimizers.Adam(0.05, epsilon=1e-8)]
+    if build_extra:
+        _tfcompat.build_keras_optimizer(model.extra_optimizers[0], [model.weights[1]])
+    return model
+
+
+def test_two_optimizers_of_one_kind_each_continue_their_own_variables(tmp_path):
+    """Issue 31 item 5's cause beyond the canned twin: state was routed by kind, so the bias's
+    Adam state went to ``model.optimizer`` (the kernel's Adam)."""
+    r = round_trip(tmp_path, two_adams, two_adam_dense, SLOTS)
+    assert r["step"] == 8 and r["warnings"] == []
+    assert_same_slots(r["at_switch"])
+    np.testing.assert_allclose(r["bridged"], r["native"], rtol=2e-5, atol=1e-7)
+    assert_same_slots(r["at_write"])
+    np.testing.assert_allclose(r["back"], r["keras"], rtol=2e-5, atol=1e-7)
+
+
+def test_an_extra_optimizer_not_built_is_refused_naming_it(tmp_path):
+    tf1_train(tmp_path, two_adams, 0, 4)
+    with pytest.raises(ValueError, match=r"extra_optimizers Adam\(.*not built.*optimizer.build"):
+        hookbridge.restore_checkpoint(two_adam_dense(build_extra=False), tmp_path, "auto")

@@ -523,3 +523,22 @@ def test_keras_fit_start_reads_what_backup_and_restore_restored(tmp_path):
     backup.on_train_begin()
     assert _tfcompat.keras_fit_start(resumed, 2, 0) == (2, 0)
     assert _tfcompat.keras_fit_start(keras.layers.Dense(1), 2, 1) == (1, 0)  # no fit runs it
+
+
+def test_keras_optimizer_owns_the_variables_it_was_built_on():
+    """``keras_optimizer_owns`` (hookbridge/_migrate/optimizer_owner.py): a Keras optimizer
+    built on some variables (Keras 3 ``_get_variable_index``, Keras 2.11+ ``_index_dict``,
+    ``optimizers.legacy`` slots) says which; unbuilt, it cannot say (None)."""
+    keras = tf.keras
+    makes = [keras.optimizers.Adam]
+    if not str(getattr(keras, "__version__", "2")).startswith("3"):  # Keras 3 has no legacy
+        makes.append(keras.optimizers.legacy.Adam)
+    for make in makes:
+        optimizer = make(0.1)
+        mine, other = tf.Variable(np.ones((2,), "float32")), tf.Variable(np.ones((3,), "float32"))
+        assert _tfcompat.keras_optimizer_owns(optimizer, mine) is None, make
+        _tfcompat.build_keras_optimizer(optimizer, [mine])
+        assert _tfcompat.keras_optimizer_owns(optimizer, mine) is True, make
+        assert _tfcompat.keras_optimizer_owns(optimizer, other) is False, make
+        assert _tfcompat.keras_optimizer_slot(optimizer, other, "m") is None, make
+        assert _tfcompat.keras_optimizer_slot(optimizer, mine, "m") is not None, make

@@ -21,7 +21,7 @@ from hookbridge._migrate import linear as _linear
 #: Leaf names TF1 optimizers give their slot and accumulator variables.
 _SLOT_LEAVES = re.compile(
     r"^(Adam(_\d+)?|Momentum|Adagrad|AdagradDA(_\d+)?|RMSProp(_\d+)?|Ftrl(_\d+)?|Adadelta(_\d+)?|"
-    r"ExponentialMovingAverage|accumulator|gradient_accumulator|linear|.*_power)$"
+    r"ExponentialMovingAverage|accumulator|gradient_accumulator|linear|.*_power(_\d+)?)$"
 )
 #: Top-level scopes of optimizer state (tf_keras optimizers in canned Estimators, tf.contrib).
 _OPTIMIZER_SCOPES = frozenset({"training", "OptimizeLoss"})

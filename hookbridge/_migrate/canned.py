@@ -126,6 +126,10 @@ def keras_twin(estimator: Any) -> Any:
             _optimizer(args.get("linear_optimizer"), v2, "LinearCombined", len(linear_columns))
         ]
     model.compile(optimizer=optimizer, loss=_loss(keras, base, head))
+    if combined:  # each optimizer built on the part it trains: its state goes there
+        dnn, linear = _parts(model.trainable_variables)
+        _tfcompat.build_keras_optimizer(optimizer, dnn)
+        _tfcompat.build_keras_optimizer(model.extra_optimizers[0], linear)
     return model
 
 
@@ -151,14 +155,19 @@ def _two_optimizer_model(keras: Any) -> Any:
             with tf.GradientTape() as tape:
                 y_pred = self(x, training=True)
                 loss = self.compute_loss(x, y, y_pred)
-            linear = [v for v in self.trainable_variables if "linear_model" in v.name]
-            dnn = [v for v in self.trainable_variables if "linear_model" not in v.name]
+            dnn, linear = _parts(self.trainable_variables)
             grads = tape.gradient(loss, dnn + linear)
             self.optimizer.apply_gradients(zip(grads[: len(dnn)], dnn))
             self.extra_optimizers[0].apply_gradients(zip(grads[len(dnn) :], linear))
             return self.compute_metrics(x, y, y_pred, None)
 
     return TwoOptimizerModel
+
+
+def _parts(variables: Any) -> tuple[list[Any], list[Any]]:
+    """(DNN part, linear part) of a ``DNNLinearCombined*`` twin's trainable variables."""
+    linear = [v for v in variables if "linear_model" in v.name]
+    return [v for v in variables if "linear_model" not in v.name], linear
 
 
 def _numeric_columns(feature_columns: Any, kind: str) -> list[tuple[str, int]]:

@@ -47,7 +47,7 @@ _V1_LEAVES = {
 _V1_SLOT = re.compile(
     r"^(?P<var>.+?)(?P<part>/(?:part|t)_\d+)?/(?P<leaf>" + "|".join(_V1_LEAVES) + ")$"
 )
-_V1_POWER = re.compile(r"^(?:.*/)?beta(?P<n>[12])_power$")
+_V1_POWER = re.compile(r"^(?:.*/)?beta(?P<n>[12])_power(?:_\d+)?$")  # _1: a second Adam
 _V2_SLOT = re.compile(
     r"^training/(?P<opt>[^/]+)/(?P<var>.+)/(?P<slot>m|v|vhat|momentum|accumulator|linear|rms|mg)$"
 )
@@ -89,6 +89,7 @@ class Slot:
     family: str
     slot: str
     tf1_momentum: bool = False  # TF1 MomentumOptimizer's accumulator (m = -lr * a)
+    scope: str | None = None  # V2 canned: training/<Optimizer>, its settings' scope
 
 
 @dataclasses.dataclass
@@ -100,6 +101,7 @@ class State:
     settings: dict[str, str]  # training/Ftrl/learning_rate -> learning_rate
     unknown: list[str]
     setting_families: dict[str, str] = dataclasses.field(default_factory=dict)
+    setting_scopes: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def families(self) -> set[str]:
@@ -113,8 +115,8 @@ def classify(names: Sequence[str], variables: set[str]) -> State:
     for name in names:
         m = _V2_SLOT.match(name)
         if m and m["var"] in variables:
-            family = _V2_FAMILY.get(m["opt"], m["opt"])
-            state.slots.append(Slot(name, m["var"], family, m["slot"]))
+            family = v2_family(m["opt"])
+            state.slots.append(Slot(name, m["var"], family, m["slot"], scope=f"training/{m['opt']}"))
             continue
         m = _V1_SLOT.match(name)
         if m and m["var"] in variables:
@@ -131,10 +133,18 @@ def classify(names: Sequence[str], variables: set[str]) -> State:
         m = _V2_SETTING.match(name)
         if m:
             state.settings[name] = m["setting"]
-            state.setting_families[name] = _V2_FAMILY.get(m["opt"], m["opt"])
+            state.setting_families[name] = v2_family(m["opt"])
+            state.setting_scopes[name] = f"training/{m['opt']}"
             continue
         state.unknown.append(name)
     return state
+
+
+def v2_family(scope: str) -> str:
+    """The family of a V2 canned optimizer scope: ``Adagrad``, and ``Adagrad_1`` (the graph's
+    second optimizer of that class, as Keras uniquifies its name)."""
+    base = re.sub(r"_\d+$", "", scope)
+    return _V2_FAMILY.get(scope) or _V2_FAMILY.get(base, scope)
 
 
 def inner(optimizer: Any) -> Any:
@@ -171,14 +181,6 @@ def optimizers(model: Any) -> list[Any]:
     ``DNNLinearCombined*`` trains its linear part with a second one)."""
     found = [getattr(model, "optimizer", None), *getattr(model, "extra_optimizers", ())]
     return [o for o in found if o is not None]
-
-
-def pick(candidates: Sequence[Any], family: str | None) -> Any:
-    """The optimizer continuing state of ``family`` (the first one, when none is of it)."""
-    for optimizer in candidates:
-        if keras_family(optimizer) == family:
-            return optimizer
-    return candidates[0]
 
 
 def current_lr(optimizer: Any) -> float:
@@ -220,24 +222,21 @@ def restore(
     load, each as ``name (why)``. The optimizer is built first (its slots created). ``rows``:
     ``{variable: (weight index, first row, end row)}`` for variables stacked into one weight."""
     from hookbridge import _tfcompat
+    from hookbridge._migrate.optimizer_owner import Owners
 
-    candidates = optimizers(model)
     variables = {name: i for name, i in pairs}
     state = classify(names, set(variables))
-    if not candidates:
+    if not optimizers(model):
         return [f"{n} (the model has no optimizer: compile it first)" for n in names]
     missed: list[str] = []
     pending: dict[int, tuple[Any, Any]] = {}
     with _tfcompat.eager():
-        for optimizer in candidates:
-            _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
-        candidates = [inner(o) for o in candidates]
-        for optimizer in candidates[1:]:  # each counts the global step, as the Estimator's did
+        owners = Owners(model, state, variables)
+        for optimizer in owners.extras:  # each counts the global step, as the Estimator's did
             set_step(optimizer, step)
         for s in state.slots:
-            optimizer = pick(candidates, s.family)
-            family = keras_family(optimizer)
-            why = mismatch(optimizer, family, s.family)
+            optimizer = owners.of(s.var, s.family)
+            why = mismatch(optimizer, keras_family(optimizer), s.family)
             variable = weight_at(model, variables[s.var])
             target = None if why else _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
             if target is None:
@@ -256,24 +255,18 @@ def restore(
                 buffer[...] = value.reshape(buffer.shape)
         for target, buffer in pending.values():
             target.assign(buffer)
-        optimizer = pick(candidates, "adam")
-        family = keras_family(optimizer)
-        b = {1: getattr(optimizer, "beta_1", None), 2: getattr(optimizer, "beta_2", None)}
+        adams = owners.of_family("adam")
         for name, n in state.powers.items():
-            if family != "adam" or b[n] is None:
-                missed.append(f"{name} ({mismatch(optimizer, family, 'adam')})")
-                continue
-            expected = float(b[n]) ** (step + 1)
             found = float(reader.get_tensor(name))
-            if not power_matches(found, expected, step):
-                missed.append(
-                    f"{name} (= {found:.6g}; Keras's Adam corrects its bias by iterations = "
-                    f"{step}, i.e. beta_{n}**{step + 1} = {expected:.6g}: the TF1 optimizer did "
-                    "not run from step 0)"
-                )
+            missed += _check_power(name, n, found, adams, owners.main, step)
         for name, setting in state.settings.items():
-            optimizer = pick(candidates, state.setting_families.get(name))
+            optimizer, why = owners.of_scope(
+                state.setting_scopes.get(name), state.setting_families.get(name)
+            )
             found = np.asarray(reader.get_tensor(name)).item()
+            if optimizer is None:
+                missed.append(f"{name} (= {found}; {why})")
+                continue
             if setting == "iter":
                 if int(found) != step:
                     missed.append(f"{name} (= {found}; optimizer.iterations follows global_step)")
@@ -310,6 +303,23 @@ def power_matches(found: float, expected: float, step: int) -> bool:
     """
     bound = expected * (2 * step + 2) * 2.0**-24 + float(np.finfo(np.float32).tiny)
     return abs(found - expected) <= bound
+
+
+def _check_power(
+    name: str, n: int, found: float, adams: Sequence[Any], main: Any, step: int
+) -> list[str]:
+    """TF1 Adam's ``beta<n>_power`` against the Keras Adams' bias correction at ``step``: empty
+    when one of them agrees, else why not."""
+    if not adams:
+        return [f"{name} ({mismatch(main, keras_family(main), 'adam')})"]
+    expected = [float(getattr(a, f"beta_{n}")) ** (step + 1) for a in adams]
+    if any(power_matches(found, e, step) for e in expected):
+        return []
+    return [
+        f"{name} (= {found:.6g}; Keras's Adam corrects its bias by iterations = "
+        f"{step}, i.e. beta_{n}**{step + 1} = {expected[0]:.6g}: the TF1 optimizer did "
+        "not run from step 0)"
+    ]
 
 
 def mismatch(optimizer: Any, family: str | None, wanted: str) -> str | None:

@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from hookbridge._migrate.optimizer_owner import Owners
 from hookbridge._migrate.optimizer_state import (
     classify,
     current_lr,
-    inner,
     keras_family,
     mismatch,
     optimizers,
-    pick,
     setting_value,
     weight_at,
 )
@@ -73,6 +72,7 @@ class Writer:
                 self.var_list[name] = var
                 self._feeds.append((name, placeholder))
             self._assign = tf.group(*assigns)
+        self.values()  # which optimizer keeps which state: refused now, not at the first save
 
     def values(self) -> tuple[dict[str, Any], list[str]]:
         """The Keras optimizer's state under the Estimator's names, and what it could not give
@@ -80,28 +80,23 @@ class Writer:
         from hookbridge import _tfcompat
 
         model, state = self.model, self.state
-        optimizer = getattr(model, "optimizer", None)
         out = dict(self._initial)
         if self.rows:
             weights = list(model.weights)
             with _tfcompat.eager():
                 for name, (i, start, end) in self.rows.items():
                     out[name] = np.asarray(weights[i].numpy())[start:end].reshape(out[name].shape)
-        candidates = optimizers(model)
-        if not candidates:
+        if not optimizers(model):
             return out, sorted(self._initial)
         carried = []
         with _tfcompat.eager():
-            iterations = int(candidates[0].iterations.numpy())
-            for optimizer in candidates:
-                _tfcompat.build_keras_optimizer(optimizer, list(model.trainable_variables))
-            candidates = [inner(o) for o in candidates]
+            owners = Owners(model, state, self.variables)
+            iterations = int(owners.main.iterations.numpy())
             for s in state.slots:
-                optimizer = pick(candidates, s.family)
-                family = keras_family(optimizer)
+                optimizer = owners.of(s.var, s.family)
                 variable = weight_at(model, self.variables[s.var])
                 slot = None
-                if mismatch(optimizer, family, s.family) is None:
+                if mismatch(optimizer, keras_family(optimizer), s.family) is None:
                     slot = _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
                 if slot is None:
                     carried.append(s.name)
@@ -112,17 +107,17 @@ class Writer:
                 if s.var in self.rows:
                     value = value[self.rows[s.var][1] : self.rows[s.var][2]]
                 out[s.name] = value.reshape(out[s.name].shape)
-            optimizer = pick(candidates, "adam")
-            family = keras_family(optimizer)
+            adams = owners.of_family("adam")
             for name, n in state.powers.items():
-                beta = getattr(optimizer, f"beta_{n}", None) if family == "adam" else None
-                if beta is None:
+                if not adams:
                     carried.append(name)
                     continue
-                out[name] = np.asarray(float(beta) ** (iterations + 1))
+                out[name] = np.asarray(float(getattr(adams[0], f"beta_{n}")) ** (iterations + 1))
             for name, setting in state.settings.items():
-                optimizer = pick(candidates, state.setting_families.get(name))
-                have = setting_value(optimizer, setting, iterations)
+                optimizer, _ = owners.of_scope(
+                    state.setting_scopes.get(name), state.setting_families.get(name)
+                )
+                have = None if optimizer is None else setting_value(optimizer, setting, iterations)
                 if have is None:
                     carried.append(name)
                     continue

@@ -16,6 +16,7 @@ checkpoint Keras wrote while Keras goes on in memory: losses loss by loss, slots
 
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 from collections.abc import Callable
@@ -122,10 +123,10 @@ def round_trip(
     reader = tf.train.load_checkpoint(str(bridged))
     at_switch = (slot_values(model, slots), {n: reader.get_tensor(n) for n in slots})
 
-    def hooks():
+    def hooks():  # no slot_map here: the restore's is remembered
         return hookbridge.estimator_hooks(
             bridged, model=model, save_checkpoints_steps=8, save_summary_steps=0,
-            log_step_count_steps=None, backup=None, **restore,
+            log_step_count_steps=None, backup=None,
         )
 
     bridged_losses = keras_fit(model, X, Y, 8, 16, hooks)
@@ -273,3 +274,100 @@ def test_an_extra_optimizer_not_built_is_refused_naming_it(tmp_path):
     tf1_train(tmp_path, two_adams, 0, 4)
     with pytest.raises(ValueError, match=r"extra_optimizers Adam\(.*not built.*optimizer.build"):
         hookbridge.restore_checkpoint(two_adam_dense(build_extra=False), tmp_path, "auto")
+
+
+# -- issue 31 item 3: optimizer state hookbridge does not know, named by slot_map ----------------
+class BertStyleAdam(v1.train.Optimizer):
+    """An optimizer of a project's own, as google-research/bert's ``AdamWeightDecayOptimizer``
+    is (written here from its description): per variable ``<var>/adam_m`` and ``<var>/adam_v``
+    made with ``get_variable`` beside the variable, Adam's moments with no bias correction (no
+    beta powers), a decoupled weight decay on the variables no ``exclude`` pattern names; the
+    caller counts the global step."""
+
+    def __init__(self, lr, weight_decay=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 exclude=("bias",)):
+        super().__init__(use_locking=False, name="BertStyleAdam")
+        self.lr, self.weight_decay, self.exclude = lr, weight_decay, exclude
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        updates = []
+        for grad, var in grads_and_vars:
+            base = var.op.name
+            m, v = (
+                v1.get_variable(f"{base}/{slot}", var.shape, tf.float32, v1.zeros_initializer(),
+                                trainable=False)
+                for slot in ("adam_m", "adam_v")
+            )
+            new_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+            new_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+            step = new_m / (tf.sqrt(new_v) + self.epsilon)
+            if self.weight_decay and not any(p in base for p in self.exclude):
+                step += self.weight_decay * var
+            updates += [var.assign(var - self.lr * step), m.assign(new_m), v.assign(new_v)]
+        return tf.group(*updates, name=name)
+
+
+def bert_style(loss, global_step):
+    variables = v1.trainable_variables()
+    grads = tf.gradients(loss, variables)
+    update = BertStyleAdam(0.05).apply_gradients(zip(grads, variables))
+    with tf.control_dependencies([update]):
+        return global_step.assign_add(1)  # as BERT's create_optimizer does after it
+
+
+class WithoutBiasCorrection(keras.optimizers.schedules.LearningRateSchedule):
+    """Keras's Adam multiplies ``lr`` by ``sqrt(1 - beta_2**t) / (1 - beta_1**t)`` (t = its
+    ``iterations + 1``); this rate divides it back out: Adam's update is then BERT's."""
+
+    def __init__(self, lr, beta_1=0.9, beta_2=0.999):
+        self.lr, self.beta_1, self.beta_2 = lr, beta_1, beta_2
+
+    def __call__(self, step):
+        t = tf.cast(step, tf.float32) + 1.0
+        return self.lr * (1.0 - tf.pow(self.beta_1, t)) / tf.sqrt(1.0 - tf.pow(self.beta_2, t))
+
+    def get_config(self):
+        return {"lr": self.lr, "beta_1": self.beta_1, "beta_2": self.beta_2}
+
+
+BERT_SLOT_MAP = {"adam_m": "m", "adam_v": "v"}
+BERT_SLOTS = {"dense/kernel/adam_m": "m", "dense/kernel/adam_v": "v",
+              "dense/bias/adam_m": "m", "dense/bias/adam_v": "v"}
+
+
+def bert_keras():
+    return keras_dense(keras.optimizers.Adam(WithoutBiasCorrection(0.05), epsilon=1e-6))
+
+
+def test_a_slot_map_continues_an_optimizer_of_ones_own_both_ways(tmp_path):
+    """BERT-style ``adam_m``/``adam_v`` into Keras Adam's m and v (exact), Keras continuing
+    equal to TF1 continuing loss by loss, written back under their names (exact), TF1
+    continuing from them equal to Keras."""
+    r = round_trip(tmp_path, bert_style, bert_keras, BERT_SLOTS, slot_map=BERT_SLOT_MAP)
+    assert r["step"] == 8 and r["warnings"] == []
+    assert_same_slots(r["at_switch"])
+    np.testing.assert_allclose(r["bridged"], r["native"], rtol=2e-5, atol=1e-7)
+    assert_same_slots(r["at_write"])
+    assert int(r["written"].get_tensor("global_step")) == 16
+    np.testing.assert_allclose(r["back"], r["keras"], rtol=2e-5, atol=1e-7)
+
+
+def test_without_a_slot_map_unknown_state_is_named_with_the_way_to_map_it(tmp_path):
+    tf1_train(tmp_path, bert_style, 0, 4)
+    with pytest.warns(UserWarning, match=r"dense/bias/adam_m \(not an optimizer state .*slot_map"):
+        hookbridge.restore_checkpoint(bert_keras(), tmp_path, "auto")
+
+
+def test_a_wrong_slot_map_is_refused_naming_the_entry(tmp_path):
+    tf1_train(tmp_path, bert_style, 0, 4)
+    cases = [  # (slot_map, what the message says)
+        ({"adam_m": "momentum", "adam_v": "v"}, "Adam does not keep"),
+        ({"adam_m": "m", "adam_v": "velocity"}, "is not a Keras slot name; one of m, v"),
+        ({"adam_m": "m", "adam_v": "v", "Adam": "m"}, "['Adam'] match no optimizer state"),
+    ]
+    for slot_map, detail in cases:
+        with pytest.raises(ValueError, match=re.escape(detail)):
+            hookbridge.restore_checkpoint(bert_keras(), tmp_path, "auto", slot_map=slot_map)
+    with pytest.raises(ValueError, match="slot_map needs an assignment_map"):
+        hookbridge.restore_checkpoint(bert_keras(), tmp_path, slot_map=BERT_SLOT_MAP)

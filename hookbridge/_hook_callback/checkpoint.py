@@ -29,6 +29,7 @@ def restore_checkpoint(
     assignment_map: str | Mapping[str, Any] | None = None,
     *,
     dry_run: bool | TextIO = False,
+    slot_map: Mapping[str, str] | None = None,
 ) -> int:
     """Restores a checkpoint written by ``CheckpointSaverHook`` under ``HookCallback``, or by TF1.
 
@@ -49,7 +50,11 @@ def restore_checkpoint(
     With ``assignment_map``, the checkpoint's optimizer state (TF1 slots ``.../Adam``,
     ``beta1_power``, ``.../Momentum``, ``.../Adagrad``, ``.../RMSProp``, ``.../Ftrl``; the V2
     canned Estimators' ``training/<Optimizer>/...`` slots and settings) is loaded into
-    ``model.optimizer``, converted to its slots; a warning names what could not be.
+    ``model.optimizer``, converted to its slots; a warning names what could not be. The slots
+    of an optimizer of your own (BERT's ``AdamWeightDecayOptimizer``: ``<var>/adam_m``,
+    ``<var>/adam_v``) are loaded by ``slot_map``. A model with several optimizers lists the
+    others in ``model.extra_optimizers``, each built on the variables it trains: each variable's
+    state goes to its optimizer. Under a ``LossScaleOptimizer`` it goes to the inner one.
 
     After a restore through ``assignment_map``, the model's weights answer to the checkpoint's
     names in ``HookCallback``'s graph (``dense/kernel``, not ``model/000/kernel``), as the
@@ -64,6 +69,12 @@ def restore_checkpoint(
         assignment_map: ``None`` (a HookCallback checkpoint), ``"auto"``, or a dict.
         dry_run: print the mapping (checkpoint name, shape -> Keras weight) and change nothing;
             ``True`` prints to stdout, or pass a text stream. Needs ``assignment_map``.
+        slot_map: ``{checkpoint slot: Keras slot}`` for optimizer state hookbridge does not
+            know, e.g. ``{"adam_m": "m", "adam_v": "v"}`` (a key is the slot's suffix after its
+            variable's name, or its whole name with ``{var}``: ``"{var}/adam_m"``; a value is
+            ``m``, ``v``, ``vhat``, ``momentum``, ``accumulator``, ``linear``, ``rms`` or
+            ``mg``). Values are copied as they are. Needs ``assignment_map``;
+            ``estimator_hooks(model=...)`` writes them back under the same names.
 
     Returns:
         The checkpoint's global step.
@@ -81,6 +92,11 @@ def restore_checkpoint(
           dense/kernel    [3, 16]      -> dense/kernel [3, 16]
           ...
     """
+    if slot_map is not None and assignment_map is None:
+        raise ValueError(
+            "restore_checkpoint: slot_map needs an assignment_map ('auto' or a dict): a "
+            "checkpoint HookCallback wrote holds no optimizer slots."
+        )
     if dry_run and assignment_map is None:
         raise ValueError(
             "restore_checkpoint: dry_run needs an assignment_map ('auto' or a dict): without one "
@@ -105,8 +121,12 @@ def restore_checkpoint(
     if assignment_map is not None:
         # h28: the mapped restore sets the weights and step (apply=_set), then the optimizer state.
         _, step = _assignment.restore_mapped(
-            model, reader, prefix, assignment_map, dry_run=dry_run, apply=_set
+            model, reader, prefix, assignment_map, dry_run=dry_run, apply=_set, slot_map=slot_map
         )
+        if not dry_run:  # estimator_hooks(model=...) writes them back by the same map
+            from hookbridge._migrate import slot_map as _slot_map
+
+            _slot_map.remember(model, slot_map)
         if not dry_run:  # the weights now answer to the checkpoint's names in HookCallback
             set_tf1_names(model, single_names(_assignment.restored_pairs(model) or []))
         return step

@@ -75,6 +75,7 @@ def restore_mapped(
     *,
     dry_run: bool | TextIO = False,
     apply: Callable[[Any, list[Any], int], None] | None = None,
+    slot_map: Mapping[str, str] | None = None,
 ) -> tuple[list[Any] | None, int]:
     """The values to set (``None`` on a dry run) and the global step, by ``assignment_map``.
 
@@ -126,7 +127,7 @@ def restore_mapped(
         from hookbridge._migrate import optimizer_state
 
         missed = optimizer_state.restore(
-            model, reader, the_plan.slots, the_plan.pairs, step, the_plan.rows()
+            model, reader, the_plan.slots, the_plan.pairs, step, the_plan.rows(), slot_map
         )
         if missed:
             warnings.warn(

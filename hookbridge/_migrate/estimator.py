@@ -42,6 +42,7 @@ def estimator_hooks(
     model: Any = None,
     assignment_map: str | Mapping[str, Any] | None = None,
     backup: str | None = BACKUP_DIR,
+    slot_map: Mapping[str, str] | None = None,
 ) -> list[Any]:
     """The hooks ``Estimator.train`` runs unasked, built on ``HookCallback``'s graph.
 
@@ -77,6 +78,9 @@ def estimator_hooks(
         assignment_map: with ``model``: ``None`` (the map ``restore_checkpoint`` restored the
             model with, else ``"auto"``), ``"auto"`` or ``{checkpoint name: Keras weight}``;
             one that pairs otherwise than the model's restore is an error.
+        slot_map: with ``model``: ``{checkpoint slot: Keras slot}`` (as ``restore_checkpoint``
+            takes it) for optimizer state hookbridge does not know; ``None``: the map the model
+            was restored with, if any.
         backup: before anything is written into ``model_dir``, its latest checkpoint (the
             Estimator's, on the first switch) is copied into ``<model_dir>/<backup>/`` with a
             ``checkpoint`` file of its own, out of ``keep_checkpoint_max``'s reach: the switch
@@ -107,7 +111,7 @@ def estimator_hooks(
     _add_loss_summary(tf, graph, loss_tensor)
     if not graph.get_collection(v1.GraphKeys.SAVERS):
         var_list, writer = _checkpoint_names(
-            tf, graph, global_step, model, model_dir, assignment_map
+            tf, graph, global_step, model, model_dir, assignment_map, slot_map
         )
         saver_class = v1.train.Saver
         if writer is not None:
@@ -176,6 +180,7 @@ def _checkpoint_names(
     model: Any,
     model_dir: str,
     assignment_map: str | Mapping[str, Any] | None,
+    slot_map: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, state_writer.Writer | None]:
     """The Saver's ``var_list`` keeping the names of ``model_dir``'s checkpoint (or ``None``),
     and the writer of its optimizer state (or ``None``)."""
@@ -206,8 +211,12 @@ def _checkpoint_names(
     if plan.slots or plan.unused or rows:
         # Every name the Estimator's Saver will look for: its optimizer state from Keras, and
         # its variables no Keras weight holds as they were (else NotFoundError on the way back).
+        if slot_map is None:
+            from hookbridge._migrate.slot_map import remembered
+
+            slot_map = remembered(model)
         writer = state_writer.Writer(
-            tf, model, reader, plan.slots, plan.pairs, plan.unused, rows
+            tf, model, reader, plan.slots, plan.pairs, plan.unused, rows, slot_map
         )
         var_list.update(writer.var_list)
     if plan.unused:

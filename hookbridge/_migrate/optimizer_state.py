@@ -90,6 +90,7 @@ class Slot:
     slot: str
     tf1_momentum: bool = False  # TF1 MomentumOptimizer's accumulator (m = -lr * a)
     scope: str | None = None  # V2 canned: training/<Optimizer>, its settings' scope
+    mapped: bool = False  # named by the user's slot_map: copied as it is, any kind
 
 
 @dataclasses.dataclass
@@ -108,11 +109,16 @@ class State:
         return {s.family for s in self.slots} | ({"adam"} if self.powers else set())
 
 
-def classify(names: Sequence[str], variables: set[str]) -> State:
-    """Sorts a checkpoint's optimizer-state ``names`` given its model ``variables``."""
+def classify(names: Sequence[str], variables: set[str], slot_map: Any = None) -> State:
+    """Sorts a checkpoint's optimizer-state ``names`` given its model ``variables`` (and a
+    parsed ``slot_map``, whose entries come first)."""
     as_set = set(names)
     state = State([], {}, {}, [])
     for name in names:
+        hit = slot_map.match(name, variables) if slot_map is not None else None
+        if hit:
+            state.slots.append(Slot(name, hit[1], None, hit[2], mapped=True))
+            continue
         m = _V2_SLOT.match(name)
         if m and m["var"] in variables:
             family = v2_family(m["opt"])
@@ -217,15 +223,30 @@ def restore(
     pairs: Sequence[tuple[str, int]],
     step: int,
     rows: Mapping[str, tuple[int, int, int]] | None = None,
+    slot_map: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Loads the optimizer state ``names`` into ``model.optimizer``; returns what it did not
     load, each as ``name (why)``. The optimizer is built first (its slots created). ``rows``:
-    ``{variable: (weight index, first row, end row)}`` for variables stacked into one weight."""
+    ``{variable: (weight index, first row, end row)}`` for variables stacked into one weight;
+    ``slot_map``: ``{checkpoint slot: Keras slot}`` (``hookbridge/_migrate/slot_map.py``).
+
+    Raises:
+        ValueError: a ``slot_map`` entry matches no slot, or names one the optimizer lacks.
+    """
+    from hookbridge._migrate import slot_map as _slot_map
+
+    parsed = _slot_map.parse(slot_map, "restore_checkpoint")
     from hookbridge import _tfcompat
     from hookbridge._migrate.optimizer_owner import Owners
 
     variables = {name: i for name, i in pairs}
-    state = classify(names, set(variables))
+    state = classify(names, set(variables), parsed)
+    if parsed is not None and parsed.unused(list(names), set(variables)):
+        raise ValueError(
+            f"restore_checkpoint: slot_map entries {parsed.unused(list(names), set(variables))} "
+            "match no optimizer state of the checkpoint (a key is a slot's suffix, 'adam_m', "
+            f"or its name with {{var}}); its optimizer state: {describe(list(names), 6)}."
+        )
     if not optimizers(model):
         return [f"{n} (the model has no optimizer: compile it first)" for n in names]
     missed: list[str] = []
@@ -236,9 +257,15 @@ def restore(
             set_step(optimizer, step)
         for s in state.slots:
             optimizer = owners.of(s.var, s.family)
-            why = mismatch(optimizer, keras_family(optimizer), s.family)
+            why = None if s.mapped else mismatch(optimizer, keras_family(optimizer), s.family)
             variable = weight_at(model, variables[s.var])
             target = None if why else _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
+            if target is None and s.mapped:
+                raise ValueError(
+                    f"restore_checkpoint: slot_map maps {s.name} to the slot {s.slot!r}, which "
+                    f"the Keras {type(optimizer).__name__} does not keep: "
+                    f"{_no_slot(optimizer, s.slot)}."
+                )
             if target is None:
                 missed.append(f"{s.name} ({why or _no_slot(optimizer, s.slot)})")
                 continue
@@ -287,7 +314,11 @@ def restore(
                     f"{name} (= {found:g}; the Keras {type(optimizer).__name__} has "
                     f"{setting}={have}: construct it with {setting}={found:g})"
                 )
-    missed += [f"{n} (not an optimizer state hookbridge knows)" for n in state.unknown]
+    missed += [
+        f"{n} (not an optimizer state hookbridge knows: name its Keras slot with "
+        "slot_map={'<suffix>': 'm', ...}, docs/migration.md)"
+        for n in state.unknown
+    ]
     return missed
 
 

@@ -44,11 +44,15 @@ class Writer:
         pairs: Sequence[tuple[str, int]],
         unchanged: Sequence[str] = (),
         rows: Mapping[str, tuple[int, int, int]] | None = None,
+        slot_map: Mapping[str, str] | None = None,
     ) -> None:
+        from hookbridge._migrate import slot_map as _slot_map
+
         self.model = model
         self.rows = dict(rows or {})
         variables = {name: i for name, i in pairs}
-        self.state = classify(names, set(variables))
+        parsed = _slot_map.parse(slot_map, "estimator_hooks")
+        self.state = classify(names, set(variables), parsed)
         self.variables = variables
         dtypes = reader.get_variable_to_dtype_map()
         self.var_list: dict[str, Any] = {}
@@ -96,8 +100,13 @@ class Writer:
                 optimizer = owners.of(s.var, s.family)
                 variable = weight_at(model, self.variables[s.var])
                 slot = None
-                if mismatch(optimizer, keras_family(optimizer), s.family) is None:
+                if s.mapped or mismatch(optimizer, keras_family(optimizer), s.family) is None:
                     slot = _tfcompat.keras_optimizer_slot(optimizer, variable, s.slot)
+                if slot is None and s.mapped:
+                    raise ValueError(
+                        f"estimator_hooks: slot_map maps {s.name} to the slot {s.slot!r}, which "
+                        f"the Keras {type(optimizer).__name__} does not keep."
+                    )
                 if slot is None:
                     carried.append(s.name)
                     continue

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -96,6 +97,146 @@ def test_gradient_accumulation_global_step_is_optimizer_iterations(tmp_path):
     assert _checkpoint_steps(tmp_path / "bridged")[-1] == 3 == int(model.optimizer.iterations)
     reader = tf.train.load_checkpoint(str(tmp_path / "bridged"))
     assert int(reader.get_tensor("global_step")) == 3
+
+
+# -- issue 31 item 12: a custom train_step applying gradients on every second batch ----------
+class EverySecondBatch(keras.Model):
+    """Manual accumulation's step counting: a custom ``train_step`` that applies the gradients
+    on every second batch only (``tf.cond`` inside the compiled step), so ``iterations`` goes
+    0, 1, 1, 2, ... as batches go 1, 2, 3, 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.batches = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def call(self, x):
+        return self.dense(x)
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.batches.assign_add(1)
+
+        def apply():
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            return tf.constant(0)
+
+        tf.cond(self.batches % 2 == 0, apply, lambda: tf.constant(0))
+        return {"loss": loss}
+
+
+def _every_second_batch_model():
+    keras.utils.set_random_seed(0)
+    model = EverySecondBatch()
+    model.compile(optimizer=keras.optimizers.SGD(0.01))
+    model(np.zeros((1, 4), np.float32))
+    model.optimizer.build(model.trainable_variables)  # no variable made inside the tf.cond
+    return model
+
+
+def _iterations_per_batch(model, sink):
+    return keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda b, logs: sink.append(int(model.optimizer.iterations.numpy()))
+    )
+
+
+def test_custom_train_step_applying_every_second_batch_global_step_is_iterations(tmp_path):
+    """Hooks read 0, 1, 2, 3 (the bridge counted one per batch) where iterations was 0, 1, 1, 2;
+    StopAtStepHook(last_step=3) stopped after 4 batches instead of 6, checkpoints were named by
+    batches. Now the steps, the stop and the checkpoints are the native run's, whose train op
+    advances the global step on every second run."""
+    native_hooks = _hooks(tmp_path / "native")
+    native_runs = _native(native_hooks, 2, 20)
+    x, y = make_data(n=16 * 20)
+    model = _every_second_batch_model()
+    hooks = _hooks(tmp_path / "bridged")
+    iterations: list[int] = []
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False,
+              callbacks=[hookbridge.HookCallback(hooks), _iterations_per_batch(model, iterations)])
+    assert native_runs == len(iterations) == 6
+    assert iterations == [0, 1, 1, 2, 2, 3]
+    assert hooks[0].seen == native_hooks[0].seen == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (2, 3)]
+    assert _checkpoint_steps(tmp_path / "bridged") == _checkpoint_steps(tmp_path / "native")
+    reader = tf.train.load_checkpoint(str(tmp_path / "bridged"))
+    assert int(reader.get_tensor("global_step")) == 3 == int(model.optimizer.iterations.numpy())
+
+
+def test_a_custom_loop_applying_every_second_batch_global_step_is_iterations(tmp_path):
+    """The same accumulation in a ``CallbackLoop`` on a plain ``Sequential`` (Keras's own
+    ``train_step``, which the loop never runs): the step is the user's function, so the bridge
+    reads iterations after every step there too."""
+    native_hooks = _hooks(tmp_path / "native")
+    native_runs = _native(native_hooks, 2, 20)
+    x, y = make_data(n=16 * 20)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01))
+    model.optimizer.build(model.trainable_variables)
+    step = tf.function(EverySecondBatch.train_step.__get__(model))
+    model.batches = tf.Variable(0, dtype=tf.int64, trainable=False)
+    hooks = _hooks(tmp_path / "bridged")
+    iterations: list[int] = []
+    loop = hookbridge.CallbackLoop(
+        model, [hookbridge.HookCallback(hooks), _iterations_per_batch(model, iterations)], epochs=1
+    )
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    with loop:
+        for _ in loop.epochs():
+            for xb, yb in loop.steps(batches):
+                loop.step_end(step((xb, yb)))
+    assert native_runs == len(iterations) == 6
+    assert hooks[0].seen == native_hooks[0].seen
+    assert _checkpoint_steps(tmp_path / "bridged") == _checkpoint_steps(tmp_path / "native")
+
+
+@pytest.mark.parametrize("write", ["unseen", "watched", "none"])
+def test_a_step_count_the_bridge_mispredicted_is_found_at_the_next_epoch_and_read_after(write):
+    """Keras's own step and optimizer, so the bridge counts one per step; a callback after it
+    adds 1 to iterations after the first batch. Unseen (a raw op on the variable's handle, as a
+    checkpoint restore or a step the bridge took for Keras's own): the next epoch's read finds
+    4 where the bridge counted 3, warns, and reads after every step from then on, so epoch 1's
+    hooks read iterations exactly. Watched (``iterations.assign_add``): read at the next hook
+    read, no warning. No write: no warning."""
+    x, y = make_data(n=6 * 16)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    pairs = StepPairs()
+    iterations = model.optimizer.iterations
+
+    def bump(batch, logs):
+        if len(pairs.seen) == 1:  # after the first batch
+            if write == "unseen":
+                tf.raw_ops.AssignAddVariableOp(
+                    resource=iterations.handle, value=tf.constant(1, iterations.dtype)
+                )
+            elif write == "watched":
+                iterations.assign_add(1)
+
+    real: list[int] = []
+    callbacks = [
+        hookbridge.HookCallback([pairs]),
+        _iterations_per_batch(model, real),
+        keras.callbacks.LambdaCallback(on_train_batch_end=bump),
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, y, batch_size=16, epochs=2, steps_per_epoch=3, verbose=0, callbacks=callbacks)
+    told = [str(w.message) for w in caught if "where the bridge counted" in str(w.message)]
+    shifted = write != "none"
+    assert real == ([1, 3, 4, 5, 6, 7] if shifted else [1, 2, 3, 4, 5, 6])
+    exact = [(r - 1, r) for r in real]  # as natively: the step's fetch, then the read after it
+    if write == "unseen":
+        assert len(told) == 1, told
+        assert "optimizer.iterations is 4 where the bridge counted 3" in told[0]
+        assert pairs.seen[:3] == [(0, 1), (1, 2), (2, 3)]  # counted: docs/limits.md
+        assert pairs.seen[3:] == exact[3:]
+    else:
+        assert told == []
+        assert pairs.seen == exact
 
 
 # -- item 15: a backend other than TensorFlow -------------------------------------------------

@@ -252,9 +252,9 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self._active("train"):
             self._run.batch_values.reset()
-            # What no watch sees (a checkpoint restored into iterations, another worker) is
-            # read here: one variable read per epoch.
-            self._run.global_step.dirty = self._run.global_step.variable is not None
+            # What no watch sees (a checkpoint restored into iterations, another worker, a
+            # mispredicted step) is read here: one variable read per epoch.
+            self._run.global_step.verify()
 
     # The per-step entry points hold the boundary inline (no wrapper frame on the hot path).
     def on_train_batch_begin(self, batch, logs=None):

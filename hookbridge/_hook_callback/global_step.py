@@ -4,9 +4,11 @@ TF1 has one global step variable; under ``fit`` it is ``model.optimizer.iteratio
 Keras variable costs 20-100 µs, more than a whole idle hook step, so :class:`GlobalStep` reads it
 only when its value may differ from what the bridge can predict:
 
-* a Keras step of one batch advances it by one: predicted, no read, unless the optimizer may skip
-  the increment (Keras 3 ``LossScaleOptimizer`` on non-finite gradients, gradient accumulation),
-  where it is read after every step;
+* a Keras step of one batch advances it by one: predicted, no read, when Keras's own
+  ``train_step`` drives Keras's own optimizer. Otherwise it is read after every step: the
+  optimizer may skip the increment (Keras 3 ``LossScaleOptimizer`` on non-finite gradients,
+  gradient accumulation), or a custom ``train_step`` (or optimizer class) may apply gradients on
+  some steps only (manual accumulation: 0, 1, 1, 2);
 * an execution of several batches (``steps_per_execution=k``) is read after it ran: Keras's
   batch numbers do not say how many steps ran (Keras 3 reports ``k`` for the epoch's last,
   shorter execution), and one read per ``k`` steps is cheap;
@@ -14,7 +16,9 @@ only when its value may differ from what the bridge can predict:
   ``assign_sub`` of that variable object are watched while a run is active and mark the value
   stale, so the next read by a hook reads the variable;
 * anything else (a checkpoint restored into it, another worker): seen at the next epoch start,
-  where the value is read again (docs/limits.md);
+  where the value is read again (docs/limits.md). If that read finds another value than the
+  predicted one, with no watched write since the last read, the prediction was wrong: a warning
+  says so, and the run reads the variable after every step from then on;
 * a hook assigning the bridge graph's global step through the bridge's session: the session
   writes the new value to ``iterations`` (:meth:`write`), see ``session.py``.
 """
@@ -22,6 +26,7 @@ only when its value may differ from what the bridge can predict:
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -110,11 +115,22 @@ class GlobalStep:
             counts Keras steps from ``start``).
         read: reads ``variable`` as an int (one variable read).
         write: assigns an int to ``variable`` (in the right context for the Keras flavour).
-        may_skip: the optimizer may not advance ``variable`` on a step: read after every step.
+        may_skip: a step may advance ``variable`` by other than one: read after every step.
         start: the value when ``variable`` is None.
     """
 
-    __slots__ = ("_read", "_watching", "_write", "dirty", "may_skip", "pre", "value", "variable")
+    __slots__ = (
+        "_checking",
+        "_read",
+        "_read_value",
+        "_watching",
+        "_write",
+        "dirty",
+        "may_skip",
+        "pre",
+        "value",
+        "variable",
+    )
 
     def __init__(
         self,
@@ -133,6 +149,8 @@ class GlobalStep:
         self.pre = start  # the value before the current Keras step (the "stale" fetch)
         self.dirty = variable is not None
         self._watching = False
+        self._read_value = start  # the value the variable had at the last read
+        self._checking = False  # whether the next read checks the predicted value
 
     # -- lifecycle ----------------------------------------------------------------------------
     def watch(self) -> None:
@@ -147,7 +165,15 @@ class GlobalStep:
             _Watch.remove(self.variable, self._mark)
 
     def _mark(self) -> None:
+        self._checking = False  # the next read sees a write, not a wrong prediction
         self.dirty = True
+
+    def verify(self) -> None:
+        """Reads the variable at the next use (an epoch start): what no watch sees. When steps
+        were predicted since the last read, that read also checks the prediction."""
+        if self.variable is not None:
+            self._checking = not self.dirty and self.value != self._read_value
+            self.dirty = True
 
     # -- per Keras step -----------------------------------------------------------------------
     def before_step(self) -> None:
@@ -177,12 +203,29 @@ class GlobalStep:
         self.dirty = False
         got = self._read()
         if got is not None:
-            self.value = got
+            if self._checking:
+                self._checking = False
+                if got != self.value:
+                    self._mispredicted(got)
+            self.value = self._read_value = got
+
+    def _mispredicted(self, got: int) -> None:
+        """The steps predicted since the last read were wrong: read after every step from now."""
+        self.may_skip = True
+        warnings.warn(
+            f"HookCallback: optimizer.iterations is {got} where the bridge counted "
+            f"{self.value} (one per Keras step since it read {self._read_value}): the steps "
+            "did not advance it by one each (an optimizer or train step applying gradients on "
+            "some steps only) or something wrote it unseen (a checkpoint restored into it). "
+            "The hooks read the counted values until now; from here on the bridge reads "
+            "optimizer.iterations after every step (20-100 us each). See docs/limits.md.",
+            stacklevel=2,
+        )
 
     def write(self, value: int) -> None:
         """Sets the variable (and the value hooks see) to ``value``: a hook assigned the step."""
         value = int(np.asarray(value))
         if self.variable is not None:
             self._write(value)
-        self.value = value
+        self.value = self._read_value = value
         self.dirty = False

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from hookbridge import _tfcompat
+from hookbridge import _exact, _tfcompat
 from hookbridge._hook_callback.global_step import GlobalStep
 
 keras = tf.keras
@@ -46,14 +46,35 @@ def weight_setter(model: Any) -> Callable[[list], None]:
     return set_weights
 
 
-def may_skip_increments(optimizer: Any) -> bool:
-    """Whether the optimizer may leave ``iterations`` unchanged on a step (Keras 3
-    ``LossScaleOptimizer`` skips non-finite steps; gradient accumulation counts updates)."""
+_KERAS_PACKAGES = frozenset({"keras", "tf_keras"})
+
+
+def _keras_own(cls: type, name: str) -> bool:
+    """Whether the class defining ``cls.<name>`` (first in the MRO) is Keras's own."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return klass.__module__.split(".", 1)[0] in _KERAS_PACKAGES
+    return False
+
+
+def increment_unknown(model: Any, optimizer: Any) -> bool:
+    """Whether a Keras step may advance ``iterations`` by other than one batch's one: the
+    optimizer may skip a step (Keras 3 ``LossScaleOptimizer`` on non-finite gradients; gradient
+    accumulation counts updates) or is not Keras's own class (its own ``apply`` may count
+    otherwise), or the model's ``train_step`` is not Keras's own (a custom step applies the
+    gradients when it chooses: every second batch, twice, never), nor is a custom loop's
+    (``CallbackLoop``), which runs no ``train_step``."""
     if optimizer is None:
         return False
     if getattr(optimizer, "gradient_accumulation_steps", None):
         return True
-    return any("LossScaleOptimizer" in c.__name__ for c in type(optimizer).__mro__)
+    if any("LossScaleOptimizer" in c.__name__ for c in type(optimizer).__mro__):
+        return True
+    if type(optimizer).__module__.split(".", 1)[0] not in _KERAS_PACKAGES:
+        return True
+    if _exact.driven(model):  # a custom loop (CallbackLoop): the step is the user's
+        return True
+    return not _keras_own(type(model), "train_step")
 
 
 def global_step_for(model: Any, read: Callable[[], int | None]) -> GlobalStep:
@@ -73,7 +94,7 @@ def global_step_for(model: Any, read: Callable[[], int | None]) -> GlobalStep:
             dtype = getattr(getattr(variable, "dtype", None), "name", None) or str(variable.dtype)
             assign(np.asarray(value, dtype=dtype))
 
-    step = GlobalStep(variable, read, write, may_skip=may_skip_increments(optimizer))
+    step = GlobalStep(variable, read, write, may_skip=increment_unknown(model, optimizer))
     if variable is None:
         step.dirty = False
     return step

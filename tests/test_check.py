@@ -458,6 +458,25 @@ def test_compare_outputs_reads_checkpoints_events_and_csv(tmp_path):
     )
 
 
+def test_a_checkpoint_that_cannot_be_read_is_unknown(tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    from hookbridge._conform.outputs import compare_outputs, read_outputs
+
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        checkpoint = tf.train.Checkpoint(v=tf.Variable(np.float32(1.0)))
+        checkpoint.write(str(tmp_path / side / "model.ckpt-3"))
+    (tmp_path / "b" / "model.ckpt-3.data-00000-of-00001").write_bytes(b"truncated")
+    a, b = (read_outputs(str(tmp_path / side)) for side in ("a", "b"))
+    assert a["model.ckpt-3"].kind == "checkpoint" and b["model.ckpt-3"].kind == "unread"
+    differences, unknown, same = compare_outputs(a, b, left_name="L", right_name="R")
+    assert differences == [] and same == []
+    (line,) = unknown
+    assert line.startswith("model.ckpt-3: a checkpoint TensorFlow cannot read ("), line
+
+
 # ------------------------------------------------------------------ --model (item 10)
 def test_a_tensor_missing_from_checks_graph_is_not_a_divergence():
     status, out, _ = _in_process("replacements:MaeWatcher")

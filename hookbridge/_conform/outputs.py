@@ -55,7 +55,13 @@ def read_outputs(root: str, replace: dict[str, str] | None = None) -> dict[str, 
     checkpoints = {m.group("prefix") for f in files if (m := _CKPT_DATA.match(f))}
     event_dirs = {os.path.dirname(f) for f in files if "tfevents" in os.path.basename(f)}
     for prefix in sorted(checkpoints):
-        outputs[prefix] = Output("checkpoint", _read_checkpoint(os.path.join(root, prefix)))
+        try:
+            outputs[prefix] = Output("checkpoint", _read_checkpoint(os.path.join(root, prefix)))
+        except Exception as e:  # noqa: BLE001 - a checkpoint TF cannot read is not compared
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            outputs[prefix] = Output(
+                "unread", f"a checkpoint TensorFlow cannot read ({type(e).__name__}: {first})"
+            )
     for folder in sorted(event_dirs):
         key = os.path.join(folder, "events.out.tfevents.*")
         try:
@@ -154,11 +160,11 @@ def compare_outputs(
             kind = (a or b).kind  # type: ignore[union-attr]
             differences.append(f"{name} ({kind}): written only by {who}")
             continue
+        if "unread" in (a.kind, b.kind):  # one side could not be read: nothing to compare
+            unknown.append(f"{name}: {(a if a.kind == 'unread' else b).content}")
+            continue
         if a.kind != b.kind:
             differences.append(f"{name}: a {a.kind} file from {left_name}, {b.kind} from {right_name}")
-            continue
-        if a.kind == "unread":
-            unknown.append(f"{name}: {a.content}")
             continue
         if a.kind == "bytes":
             (same if a.content == b.content else unknown).append(

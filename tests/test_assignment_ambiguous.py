@@ -250,3 +250,23 @@ def test_a_map_disagreeing_with_the_restore_is_refused(tmp_path):
             _fit_writing(model, tmp_path, assignment_map=wrong)
     _fit_writing(model, tmp_path, assignment_map=mapping)  # the same map: accepted
     assert int(tf.train.load_checkpoint(str(tmp_path)).get_tensor("global_step")) == 5
+
+
+def test_many_candidates_are_shortened(tmp_path):
+    # Eight same-shaped layers of eight families (as a 12-layer BERT's 48 [H, H] kernels): each
+    # undecided weight lists six candidates and how many more.
+    scopes = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session() as sess:
+        for scope in scopes:
+            v1.get_variable(f"{scope}/kernel", [2, 2])
+        sess.run(v1.global_variables_initializer())
+        prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+    model = keras.Sequential([keras.Input((2,))] + [
+        keras.layers.Dense(2, use_bias=False) for _ in scopes])
+    with pytest.raises(ValueError) as e:
+        hookbridge.restore_checkpoint(model, prefix, "auto")
+    first = hookbridge_label(model, model.weights[0])
+    line = next(s for s in str(e.value).splitlines() if s.startswith(f"  {first} [2, 2]: "))
+    assert line.endswith(": alpha/kernel, beta/kernel, delta/kernel, eps/kernel, eta/kernel, "
+                         "gamma/kernel, ... (2 more)")

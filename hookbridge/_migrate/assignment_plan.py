@@ -200,7 +200,7 @@ def refuse_undecided(the_plan: Plan, caller: str) -> None:
         return
     labels = the_plan.labels
     lines = [
-        f"  {labels[i]} {format_shape(the_plan.weight_shapes[i])}: {', '.join(names)}"
+        f"  {labels[i]} {format_shape(the_plan.weight_shapes[i])}: {_some(names)}"
         for i, names in the_plan.undecided.items()
     ]
     entries, taken = [], set()
@@ -208,7 +208,7 @@ def refuse_undecided(the_plan: Plan, caller: str) -> None:
         free = [n for n in names if n not in taken] or names
         taken.add(free[0])
         others = [n for n in names if n != free[0]]
-        entries.append(f"      {free[0]!r}: {labels[i]!r},  # or: {', '.join(others)}")
+        entries.append(f"      {free[0]!r}: {labels[i]!r},  # or: {_some(others)}")
     raise ValueError(
         f"{caller}: assignment_map='auto' cannot decide which checkpoint variable fills "
         f"{len(lines)} Keras weight(s) of {the_plan.prefix!r}: several checkpoint variables "
@@ -219,6 +219,12 @@ def refuse_undecided(the_plan: Plan, caller: str) -> None:
         "placeholder to check against the code that built the checkpoint (its layer names):\n"
         "  assignment_map={\n" + "\n".join(entries) + "\n      '*': 'auto',\n  }"
     )
+
+
+def _some(names: Sequence[str], limit: int = 6) -> str:
+    """``a, b, c, ... (n more)``: a BERT's 12 layers make 48 candidates of one ``[H, H]``."""
+    more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 def _hookbridge_names(

@@ -218,7 +218,7 @@ class GlobalStep:
             "did not advance it by one each (an optimizer or train step applying gradients on "
             "some steps only) or something wrote it unseen (a checkpoint restored into it). "
             "The hooks read the counted values until now; from here on the bridge reads "
-            "optimizer.iterations after every step (20-100 us each). See docs/limits.md.",
+            "optimizer.iterations after every step (one variable read each). See docs/limits.md.",
             stacklevel=2,
         )
 

@@ -529,3 +529,12 @@ def default_session(session: Any) -> Any:
     does for a session (``Tensor.eval()`` and ``Operation.run()`` then use it): for the bridge's
     session proxy, which has no session machinery of its own."""
     return _stack.default_session(session)
+
+
+def tf_upgrader() -> tuple[Any, Any]:
+    """TensorFlow's own TF1 -> TF2 upgrader (``tf_upgrade_v2``, shipped in every TF 2 wheel but
+    not part of the ``tf`` API): its ``tf_upgrade_v2`` module (``TFAPIChangeSpec``, the rename
+    tables) and its ``ast_edits`` engine (``ASTCodeUpgrader.update_string_pasta``, ``ERROR``)."""
+    from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2
+
+    return tf_upgrade_v2, ast_edits

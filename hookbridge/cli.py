@@ -1,5 +1,5 @@
 """The ``hookbridge`` command line: ``hookbridge demo [--out DIR] [--steps N]``,
-``hookbridge scan PATH [--format table|json|markdown]``,
+``hookbridge scan PATH [--format table|json|markdown]``, ``hookbridge upgrade PATH [--write]``,
 ``hookbridge check MODULE:ATTR [--callback | --replaced-by MODULE:ATTR] [--model MODULE:ATTR]
 [--steps N] [--steps-per-epoch N] [--format json]``, ``hookbridge --version``.
 
@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_scan(sub)
     _add_check(sub)
+    from hookbridge._migrate.upgrade.command import add_parser as _add_upgrade
+
+    _add_upgrade(sub)
     return parser
 
 

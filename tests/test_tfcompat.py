@@ -542,3 +542,17 @@ def test_keras_optimizer_owns_the_variables_it_was_built_on():
         assert _tfcompat.keras_optimizer_owns(optimizer, other) is False, make
         assert _tfcompat.keras_optimizer_slot(optimizer, other, "m") is None, make
         assert _tfcompat.keras_optimizer_slot(optimizer, mine, "m") is not None, make
+
+
+def test_tensorflows_upgrader_is_where_upgrade_reads_it():
+    tf_upgrade_v2, ast_edits = _tfcompat.tf_upgrader()
+    spec = tf_upgrade_v2.TFAPIChangeSpec()
+    for field in ("symbol_renames", "function_transformers", "module_deprecations"):
+        assert isinstance(getattr(spec, field), dict), field
+    assert spec.symbol_renames["tf.get_variable"] == "tf.compat.v1.get_variable"
+    count, text, _logs, _errors = ast_edits.ASTCodeUpgrader(spec).update_string_pasta(
+        "import tensorflow as tf\ntf.get_variable('v', [1])\n", "x.py"
+    )
+    assert (count, text.splitlines()[1]) == (1, "tf.compat.v1.get_variable('v', [1])")
+    assert ast_edits.ERROR == "ERROR" and ast_edits.WARNING == "WARNING"
+    assert ("tensorflow", None) in tf_upgrade_v2.TFAPIImportAnalysisSpec().imports_to_detect

@@ -6,6 +6,7 @@ TensorFlow or Keras release moves it. Nothing else in hookbridge imports a priva
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import sys
@@ -148,6 +149,39 @@ def tf1_optimizer_settings(optimizer: Any) -> dict[str, Any]:
                 settings[name] = getattr(optimizer, attribute)
                 break
     return settings
+
+
+def keras_optimizer_config(optimizer: Any) -> dict[str, Any] | list[str]:
+    """``optimizer.get_config()`` of a Keras (legacy ``OptimizerV2``) optimizer whose
+    hyperparameters became variables of a graph that is gone (a canned Estimator's, after
+    ``train``): each is read as the constant it was created with (private ``_hyper``). Returns
+    the names of those that cannot be read (not a constant) instead of a config.
+    """
+    hyper = getattr(optimizer, "_hyper", None)
+    if not isinstance(hyper, dict):
+        return optimizer.get_config()
+    values: dict[str, Any] = {}
+    unreadable = []
+    for name, value in hyper.items():
+        graph = getattr(value, "graph", None)
+        if not isinstance(graph, tf.Graph):
+            values[name] = value  # a number, a schedule, or an eager variable
+            continue
+        with graph.as_default():
+            try:
+                initial = tf.get_static_value(getattr(value, "initial_value", value))
+            except (AttributeError, TypeError, ValueError, RuntimeError):
+                initial = None
+        if initial is None:
+            unreadable.append(f"{name}={value!r}")
+        else:  # a float32 constant as the number it was written as (0.01, not 0.0099999998)
+            dtype = getattr(value, "dtype", None)
+            values[name] = float(str(initial) if dtype == tf.float32 else initial)
+    if unreadable:
+        return unreadable
+    clone = copy.copy(optimizer)
+    clone._hyper = values  # get_config reads them from here
+    return clone.get_config()
 
 
 #: The op TF 2 leaves in a graph for a ``tf.summary.*`` call made while no default writer was

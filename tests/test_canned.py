@@ -165,3 +165,74 @@ def test_the_twin_orders_unusual_column_names_as_the_estimator(which, tmp_path):
     predicted = twin.predict(features, verbose=0)
     assert np.abs(native).max() > 0.1  # trained: the order of the weights shows
     np.testing.assert_allclose(predicted, native.reshape(predicted.shape), rtol=1e-5, atol=1e-5)
+
+
+# Optimizer instances (item 8 of issue 31): the twin is made of the Estimator object that just
+# trained with them, whose Keras optimizer's hyperparameters are variables of a graph now gone.
+INSTANCES = {
+    "DNNRegressor V2, Keras Adam": lambda **k: tf.estimator.DNNRegressor(
+        [8], columns(),
+        optimizer=tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.8, epsilon=1e-6), **k),
+    "LinearRegressor V1, TF1 Ftrl": lambda **k: tf.compat.v1.estimator.LinearRegressor(
+        columns(), optimizer=tf.compat.v1.train.FtrlOptimizer(
+            0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.001), **k),
+}
+INSTANCE_SETTINGS = {
+    "DNNRegressor V2, Keras Adam": ("Adam", {"learning_rate": 0.01, "beta_1": 0.8,
+                                             "beta_2": 0.999, "epsilon": 1e-6}),
+    "LinearRegressor V1, TF1 Ftrl": ("Ftrl", {"learning_rate": 0.1,
+                                              "l1_regularization_strength": 0.01,
+                                              "l2_regularization_strength": 0.001,
+                                              "learning_rate_power": -0.5,
+                                              "initial_accumulator_value": 0.1}),
+}
+
+
+@pytest.fixture(scope="module", params=list(INSTANCES))
+def instance_runs(request, tmp_path_factory):
+    which = request.param
+    made = {}
+
+    def make(model_dir):
+        made.setdefault(model_dir, INSTANCES[which](config=run_config(model_dir, CONFIG)))
+        return made[model_dir]
+
+    runs = switch_and_back(
+        tmp_path_factory.mktemp(which.replace(" ", "_").replace(",", "")),
+        make,
+        dataset_fn(FEATURES, LABELS["regression"]),
+        lambda model_dir: hookbridge.keras_twin(made[model_dir]),  # the one that trained
+        FEATURES,
+        LABELS["regression"],
+        CONFIG,
+    )
+    return runs
+
+
+def test_the_twin_of_an_optimizer_instance_continues_as_the_estimator(instance_runs):
+    runs = instance_runs
+    assert runs["step"] == 8 and runs["restore_warnings"] == []
+    assert len(runs["bridged"]) == len(runs["native"]) == 8
+    np.testing.assert_allclose(runs["bridged"], runs["native"], rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(runs["back"], runs["keras"], rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("which", list(INSTANCES))
+def test_the_twin_of_an_optimizer_instance_has_its_settings(which, tmp_path):
+    est = INSTANCES[which](config=run_config(tmp_path, CONFIG))
+    est.train(dataset_fn(FEATURES, LABELS["regression"]), max_steps=1)
+    kind, expected = INSTANCE_SETTINGS[which]
+    optimizer = hookbridge.keras_twin(est).optimizer
+    config = optimizer.get_config()
+    assert type(optimizer).__name__ == kind
+    assert {k: config[k] for k in expected} == expected
+
+
+def test_an_optimizer_setting_that_is_a_tensor_is_refused():
+    with tf.Graph().as_default():
+        rate = tf.constant(0.02) * 0.5
+    est = tf.compat.v1.estimator.DNNRegressor(
+        [4], columns(), optimizer=tf.compat.v1.train.AdamOptimizer(rate))
+    with pytest.raises(ValueError, match=r"optimizer AdamOptimizer has settings that are tensors "
+                       r"of the Estimator's graph.*learning_rate.*twin.compile\(optimizer="):
+        hookbridge.keras_twin(est)

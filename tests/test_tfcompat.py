@@ -556,3 +556,22 @@ def test_tensorflows_upgrader_is_where_upgrade_reads_it():
     assert (count, text.splitlines()[1]) == (1, "tf.compat.v1.get_variable('v', [1])")
     assert ast_edits.ERROR == "ERROR" and ast_edits.WARNING == "WARNING"
     assert ("tensorflow", None) in tf_upgrade_v2.TFAPIImportAnalysisSpec().imports_to_detect
+
+
+def test_keras_optimizer_config_reads_the_hyperparameters_of_a_gone_graph():
+    """keras_twin reads a canned Estimator's Keras optimizer's settings from its private
+    ``_hyper``: after training they are variables of the Estimator's graph."""
+    try:
+        optimizer = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.8, epsilon=1e-6)
+    except (AttributeError, ImportError):  # Keras 3's legacy classes raise ImportError
+        pytest.skip("Keras 3 has no legacy OptimizerV2, which canned Estimators (TF 2.15) take")
+    with tf.Graph().as_default():
+        variable = tf.Variable(1.0)
+        optimizer.apply_gradients([(tf.constant(1.0), variable)])
+    assert not isinstance(optimizer._hyper["learning_rate"], float), (
+        f"TF {tf.__version__}: OptimizerV2 no longer keeps its hyperparameters as variables in "
+        "_hyper: update _tfcompat.keras_optimizer_config"
+    )
+    config = _tfcompat.keras_optimizer_config(optimizer)
+    assert {k: config[k] for k in ("learning_rate", "beta_1", "beta_2", "epsilon")} == {
+        "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-6}

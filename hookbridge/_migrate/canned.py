@@ -58,7 +58,8 @@ def keras_twin(estimator: Any) -> Any:
         ValueError: the Estimator is of another kind (``BoostedTrees*``, a custom
             ``model_fn``), or uses what the twin cannot build (categorical or
             embedding columns, a ``normalizer_fn``, ``batch_norm``, ``weight_column``,
-            ``label_vocabulary``, an optimizer object or callable of TF1): the message names it.
+            ``label_vocabulary``, an optimizer callable, a TF1 optimizer it does not map, a
+            setting that is a tensor of the Estimator's graph): the message names it.
 
     Example:
         >>> est = tf.estimator.DNNClassifier([16], columns, model_dir=model_dir)
@@ -228,6 +229,8 @@ def _optimizer(optimizer: Any, v2: bool, base: str, n_columns: int) -> Any:
     """The optimizer the Estimator builds, as a Keras optimizer computing the same update."""
     import tensorflow as tf
 
+    from hookbridge import _tfcompat
+
     keras = tf.keras
     linear = base.startswith("Linear")
     if base == "LinearCombined":  # dnn_linear_combined: its own defaults for both parts
@@ -253,20 +256,85 @@ def _optimizer(optimizer: Any, v2: bool, base: str, n_columns: int) -> Any:
             }
             return classes[optimizer](learning_rate=lr) if lr else classes[optimizer]()
         if isinstance(optimizer, (legacy.Optimizer, keras.optimizers.Optimizer)):
-            return type(optimizer).from_config(optimizer.get_config())
-    elif isinstance(optimizer, str):
-        # TF1 optimizers' defaults; Keras's Adagrad takes epsilon inside the root, 0 = TF1's.
-        v1 = {
-            "Adagrad": lambda: keras.optimizers.Adagrad(lr, initial_accumulator_value=0.1,
-                                                        epsilon=0.0),
-            "Adam": lambda: keras.optimizers.legacy.Adam(lr, epsilon=1e-8),
-            "Ftrl": lambda: keras.optimizers.legacy.Ftrl(lr),
-            "RMSProp": lambda: keras.optimizers.legacy.RMSprop(lr, rho=0.9, epsilon=1e-10),
-            "SGD": lambda: keras.optimizers.legacy.SGD(lr),
-        }
-        return v1[optimizer]()
+            # The instance the Estimator trained with: its hyperparameters are variables of
+            # the Estimator's graph by now, read as the values they were created with.
+            config = _tfcompat.keras_optimizer_config(optimizer)
+            if not isinstance(config, dict):
+                raise ValueError(_unreadable(optimizer, config))
+            return type(optimizer).from_config(config)
+    else:
+        if isinstance(optimizer, str) and optimizer in _TF1_OPTIMIZERS:
+            optimizer = getattr(tf.compat.v1.train, _TF1_OPTIMIZERS[optimizer])(lr)
+        if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+            return _from_tf1(keras, optimizer)
     raise ValueError(
         f"keras_twin: the Estimator's optimizer {optimizer!r} is not one the twin can copy "
-        "(a name, or a Keras optimizer for tf.estimator V2); compile the twin yourself with "
-        "the Keras optimizer computing its update (docs/limits.md)."
+        "(a name, a Keras optimizer for tf.estimator V2, a tf.compat.v1.train Adagrad, Adam, "
+        "Ftrl, RMSProp or GradientDescent optimizer for V1); compile the twin yourself with the "
+        "Keras optimizer computing its update (docs/limits.md)."
+    )
+
+
+#: The TF1 optimizer a V1 canned Estimator makes of a name (``optimizers.get_optimizer_instance``).
+_TF1_OPTIMIZERS = {
+    "Adagrad": "AdagradOptimizer",
+    "Adam": "AdamOptimizer",
+    "Ftrl": "FtrlOptimizer",
+    "RMSProp": "RMSPropOptimizer",
+    "SGD": "GradientDescentOptimizer",
+}
+
+
+def _from_tf1(keras: Any, optimizer: Any) -> Any:
+    """The Keras optimizer computing a ``tf.compat.v1.train`` optimizer's update, with its
+    settings (a V1 canned Estimator's, given by name or as an instance)."""
+    from hookbridge import _tfcompat
+
+    kind = type(optimizer).__name__
+    settings = _tfcompat.tf1_optimizer_settings(optimizer)
+    odd = {
+        k: v for k, v in settings.items()
+        if k not in ("name", "use_locking", "accum_name", "linear_name")
+        and not isinstance(v, (bool, int, float, type(None)))
+    }
+    if odd:
+        raise ValueError(_unreadable(optimizer, odd))
+    s = settings
+    legacy = keras.optimizers.legacy
+    builders = {
+        # Keras's Adagrad takes epsilon inside the root, 0 = TF1's.
+        "AdagradOptimizer": lambda: keras.optimizers.Adagrad(
+            s["learning_rate"], initial_accumulator_value=s["initial_accumulator_value"],
+            epsilon=0.0),
+        "AdamOptimizer": lambda: legacy.Adam(
+            s["learning_rate"], beta_1=s["beta1"], beta_2=s["beta2"], epsilon=s["epsilon"]),
+        "FtrlOptimizer": lambda: legacy.Ftrl(
+            s["learning_rate"],
+            learning_rate_power=s["learning_rate_power"],
+            initial_accumulator_value=s["initial_accumulator_value"],
+            l1_regularization_strength=s["l1_regularization_strength"],
+            l2_regularization_strength=s["l2_regularization_strength"],
+            l2_shrinkage_regularization_strength=s["l2_shrinkage_regularization_strength"],
+            beta=s.get("beta") or 0.0),
+        "RMSPropOptimizer": lambda: legacy.RMSprop(
+            s["learning_rate"], rho=s["decay"], momentum=s["momentum"], epsilon=s["epsilon"],
+            centered=s["centered"]),
+        "GradientDescentOptimizer": lambda: legacy.SGD(s["learning_rate"]),
+    }
+    if kind not in builders:
+        raise ValueError(
+            f"keras_twin: the Estimator's optimizer {kind} is not one the twin can copy (TF1 "
+            f"{', '.join(builders)}); compile the twin yourself with the Keras optimizer "
+            "computing its update (docs/limits.md)."
+        )
+    return builders[kind]()
+
+
+def _unreadable(optimizer: Any, what: Any) -> str:
+    return (
+        f"keras_twin: the Estimator's optimizer {type(optimizer).__name__} has settings that "
+        f"are tensors of the Estimator's graph, not numbers it can read ({what}): a schedule "
+        "or a tensor built in the model_fn's graph is gone with it. Build the twin's optimizer "
+        "yourself (twin.compile(optimizer=..., loss=twin.loss)) with the values the Estimator "
+        "used, or give the Estimator numbers (docs/limits.md)."
     )

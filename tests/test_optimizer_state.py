@@ -98,6 +98,7 @@ def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs):
     # keep_checkpoint_max=2 deleted the Estimator's own step-6 and step-8 files from model_dir.
     assert r["backup"] == [
         "checkpoint",
+        "hookbridge-backup.json",
         "model.ckpt-8.data-00000-of-00001",
         "model.ckpt-8.index",
         "model.ckpt-8.meta",

@@ -7,9 +7,12 @@ a ``Saver(sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=Tru
 chief, ``CheckpointSaverHook(model_dir, save_secs/save_steps)``; its ``MonitoredTrainingSession``
 then puts first ``StepCounterHook(every_n_steps=log_step_count_steps, output_dir=model_dir)`` and
 ``SummarySaverHook(save_steps=save_summary_steps, output_dir=model_dir)``, and its Saver takes over
-the checkpoints already listed in ``model_dir`` (``recover_last_checkpoints``). The hook order is
-``MonitoredTrainingSession``'s: chief-only hooks, StepCounter, SummarySaver, the caller's hooks,
-NanTensor, LoggingTensor.
+the checkpoints already listed in ``model_dir`` (``recover_last_checkpoints``). It adds no
+CheckpointSaverHook when one is among the caller's hooks, ``training_hooks`` or
+``training_chief_hooks`` already. The hook order is ``MonitoredTrainingSession``'s: chief-only
+hooks (its CheckpointSaver, then ``EstimatorSpec.training_chief_hooks``), StepCounter,
+SummarySaver, the worker hooks (the caller's, NanTensor, LoggingTensor,
+``EstimatorSpec.training_hooks``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookbridge._migrate import state_writer
+from hookbridge._migrate.backup import keep_last_checkpoint
 
 #: Where ``estimator_hooks`` keeps the Estimator's last checkpoint, inside ``model_dir``.
 BACKUP_DIR = "estimator-backup"
@@ -32,6 +36,8 @@ def estimator_hooks(
     model_dir: str | os.PathLike,
     *,
     hooks: Sequence[Any] = (),
+    training_hooks: Sequence[Any] = (),
+    training_chief_hooks: Sequence[Any] = (),
     save_checkpoints_steps: int | None = None,
     save_checkpoints_secs: int | None = None,
     save_summary_steps: int = 100,
@@ -56,10 +62,17 @@ def estimator_hooks(
 
     Args:
         model_dir: the Estimator's ``model_dir``.
-        hooks: your hooks (``Estimator.train``'s ``hooks=`` plus ``EstimatorSpec.training_hooks``).
+        hooks: ``Estimator.train``'s ``hooks=`` (run before NanTensor and LoggingTensor). Hooks
+            of ``EstimatorSpec.training_hooks`` given here (as the docs said before) run there, which
+            is not the Estimator's order: give them as ``training_hooks``.
+        training_hooks: ``EstimatorSpec.training_hooks``: run after NanTensor and
+            LoggingTensor, as the Estimator runs them.
+        training_chief_hooks: ``EstimatorSpec.training_chief_hooks``: run after the
+            CheckpointSaverHook, before StepCounter.
         save_checkpoints_steps: ``RunConfig.save_checkpoints_steps``.
         save_checkpoints_secs: ``RunConfig.save_checkpoints_secs``; when neither is given, 600,
-            as ``RunConfig``. ``0`` for both: no CheckpointSaverHook.
+            as ``RunConfig``. ``0`` for both: no CheckpointSaverHook. A CheckpointSaverHook
+            among your hooks replaces it, as in ``Estimator.train``.
         save_summary_steps: ``RunConfig.save_summary_steps`` (``0``: no SummarySaverHook).
         log_step_count_steps: ``RunConfig.log_step_count_steps`` (``None``: no StepCounterHook
             and no LoggingTensorHook).
@@ -85,13 +98,15 @@ def estimator_hooks(
             Estimator's, on the first switch) is copied into ``<model_dir>/<backup>/`` with a
             ``checkpoint`` file of its own, out of ``keep_checkpoint_max``'s reach: the switch
             can be undone (``docs/migration.md``, "Rolling back"). Done once: an existing
-            backup is kept. ``None``: no copy.
+            complete backup is kept; one cut short is said and made again
+            (``hookbridge/_migrate/backup.py``). ``None``: no copy.
 
     Returns:
         The hooks in ``MonitoredTrainingSession``'s order.
 
     Raises:
-        RuntimeError: called outside a graph (eagerly) or in a graph without a global step.
+        RuntimeError: called outside a graph (eagerly) or in a graph without a global step;
+            ``BackupError``: the backup is incomplete and its checkpoint gone from model_dir.
         ValueError: the graph has no tensor named ``loss``.
 
     Example:
@@ -131,12 +146,15 @@ def estimator_hooks(
     if save_checkpoints_steps is None and save_checkpoints_secs is None:
         save_checkpoints_secs = _DEFAULT_SAVE_SECS
     chief: list[Any] = []
-    if save_checkpoints_secs or save_checkpoints_steps:
+    theirs = [*hooks, *training_hooks, *training_chief_hooks]
+    saving = any(isinstance(h, v1.train.CheckpointSaverHook) for h in theirs)
+    if (save_checkpoints_secs or save_checkpoints_steps) and not saving:
         chief.append(
             v1.train.CheckpointSaverHook(
                 model_dir, save_secs=save_checkpoints_secs, save_steps=save_checkpoints_steps
             )
         )
+    chief.extend(training_chief_hooks)
     session: list[Any] = []
     if log_step_count_steps and log_step_count_steps > 0:
         session.append(
@@ -157,6 +175,7 @@ def estimator_hooks(
                 {"loss": loss_tensor, "step": global_step}, every_n_iter=log_step_count_steps
             )
         )
+    worker.extend(training_hooks)
     return chief + session + worker
 
 
@@ -270,30 +289,6 @@ def _write_plan(
             f"estimator_hooks: the map restore_checkpoint restored the model with does not fit "
             f"{prefix!r}: {e}"
         ) from e
-
-
-def keep_last_checkpoint(tf: Any, model_dir: str, backup: str = BACKUP_DIR) -> str | None:
-    """Copies ``model_dir``'s latest checkpoint into ``<model_dir>/<backup>/`` (once), with a
-    ``checkpoint`` file naming it; returns the copy's prefix (``None``: nothing copied)."""
-    target = os.path.join(model_dir, backup)
-    prefix = tf.train.latest_checkpoint(model_dir)
-    if prefix is None or tf.io.gfile.exists(target):
-        return None
-    tf.io.gfile.makedirs(target)
-    name = os.path.basename(prefix)
-    for path in tf.io.gfile.glob(prefix + ".*"):
-        tf.io.gfile.copy(path, os.path.join(target, os.path.basename(path)), overwrite=True)
-    with tf.io.gfile.GFile(os.path.join(target, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
-    tf.compat.v1.logging.warning(
-        "hookbridge.estimator_hooks: kept %s in %s before writing into %s (keep_checkpoint_max "
-        "cannot delete it). To roll back to the Estimator: copy that directory to a new "
-        "model_dir and point the Estimator at it (docs/migration.md, 'Rolling back').",
-        name,
-        target,
-        model_dir,
-    )
-    return os.path.join(target, name)
 
 
 def _warn_without_model(tf: Any, graph: Any, model_dir: str) -> None:

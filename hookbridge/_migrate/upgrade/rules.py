@@ -30,6 +30,7 @@ import ast
 from dataclasses import dataclass
 from typing import Final
 
+from hookbridge._migrate.scan.catalog import CANNED_ESTIMATORS
 from hookbridge._migrate.scan.spellings import V1_TRAIN_NAMES
 
 
@@ -48,21 +49,6 @@ _CANNED_WHY = (
     "loss reduction and optimizer slots): the V1 class keeps the model and its model_dir"
 )
 _DROPPED_WHY = "the V1 home of a name TensorFlow's own upgrader maps only up to TF 2.15"
-_CANNED: Final = (
-    "BaselineClassifier",
-    "BaselineEstimator",
-    "BaselineRegressor",
-    "BoostedTreesClassifier",
-    "BoostedTreesRegressor",
-    "DNNClassifier",
-    "DNNEstimator",
-    "DNNLinearCombinedClassifier",
-    "DNNLinearCombinedEstimator",
-    "DNNLinearCombinedRegressor",
-    "LinearClassifier",
-    "LinearEstimator",
-    "LinearRegressor",
-)
 _TPU: Final = ("InputPipelineConfig", "RunConfig", "TPUConfig", "TPUEstimator", "TPUEstimatorSpec")
 _EARLY_STOPPING: Final = (
     "make_early_stopping_hook",
@@ -78,7 +64,7 @@ def _rules() -> tuple[Rule, ...]:
     for name in sorted(V1_TRAIN_NAMES):
         for home in ("tf.train", "tf.estimator", "tf.compat.v1.estimator"):
             rules.append(Rule(f"{home}.{name}", f"tf.compat.v1.train.{name}", _HOOK_WHY))
-    for name in _CANNED:
+    for name in sorted(CANNED_ESTIMATORS):
         why = _CANNED_WHY.format(name=name)
         rules.append(Rule(f"tf.estimator.{name}", f"tf.compat.v1.estimator.{name}", why))
     for name in _TPU:

@@ -210,3 +210,25 @@ def _with_imports(text: str) -> str:
     if missing and end is not None:
         text = _insert_imports(text, missing, end)
     return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_changed(alias: str, call: str) -> bool:
+    """Whether TF's engine (with our rules first) rewrites ``call`` (a call's source text, in a
+    module importing TensorFlow as ``alias``)."""
+    source = f"import tensorflow as {alias}\n_ = (\n{call}\n)\n"
+    result = upgrade_source(source)
+    return result.text is not None and result.text != source
+
+
+def stage0_names(source: str, path: str = "<string>") -> list[tuple[int, str, str]]:
+    """``(line, name as written, replacement or note)``: every TF1-only name :func:`upgrade_source`
+    would rewrite in ``source`` (see :func:`hookbridge._migrate.upgrade.fast.stage0_names`).
+
+    Imports TensorFlow (its rename tables); raises ImportError when it is not installed.
+    Raises SyntaxError/ValueError when ``source`` does not parse.
+    """
+    if "tensorflow" not in source:
+        return []
+    tree = ast.parse(source, filename=path)
+    return fast.stage0_names(source, tree, _fast_spec(), _call_changed)

@@ -263,3 +263,76 @@ def splice(source: str, tree: ast.Module, spec, imports: frozenset) -> Spliced |
     except _NeedsEngine:
         return None
     return Spliced(text, splicer.changes, splicer.renamed, splicer.notes)
+
+
+class _Names(_Splicer):
+    """The splicer's walk that records what it would rename instead of giving up.
+
+    A call TF's engine would do more than rename (a transformer, a keyword or argument-order
+    change) is checked by running TF's engine on that call's text alone (``changed_call``): a
+    row when the engine would change it, so an upgraded call (``tf.nn.dropout(x, rate=...)``)
+    gives none.
+    """
+
+    def __init__(self, *args, changed_call) -> None:
+        super().__init__(*args)
+        self.changed_call = changed_call
+        self.rows: dict[tuple[int, int], tuple[int, str, str]] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return
+        super().visit(node)
+
+    def check_call(self, node: ast.Call, full: str | None) -> None:
+        try:
+            super().check_call(node, full)
+        except _NeedsEngine:
+            segment = ast.get_source_segment(self.source, node)
+            if segment is not None and self.changed_call(self.alias, segment):
+                name = rules.dotted(node.func) or full or "call"
+                self.rows[(self.start(node), -1)] = (
+                    node.lineno, f"{name}(...)", "arguments rewritten by the upgrade"
+                )
+
+    def attribute(self, node: ast.Attribute) -> None:
+        if rules._is_dimension_value(node):
+            inner = ast.get_source_segment(self.source, node.value) or "<dim>"
+            self.rows[(self.start(node), self.end(node))] = (
+                node.lineno, f"{inner}.value", f"tf.compat.v1.dimension_value({inner})"
+            )
+        super().attribute(node)
+
+    def tf_levels(self, levels, renamed, new) -> None:
+        try:
+            super().tf_levels(levels, renamed, new)
+        except _NeedsEngine:
+            return  # a deprecated module: not renamed (scan's removed-spelling rows name it)
+
+    def splice(self, node: ast.AST, new: str, renamed: bool = False) -> None:
+        start, end = self.start(node), self.end(node)
+        if renamed:
+            self.rows = {k: v for k, v in self.rows.items() if not (start <= k[0] and k[1] <= end)}
+        old = rules.dotted(node) or self.source[start:end]
+        if old != new:
+            self.rows[(start, end)] = (node.lineno, old, new)
+
+
+def stage0_names(source: str, tree: ast.Module, spec, changed_call) -> list[tuple[int, str, str]]:
+    """``(line, name as written, replacement or note)`` for every TF1-only name the stage-0
+    rewrite would touch in ``source``, in source order (nothing is rewritten).
+
+    ``changed_call(alias, call_text)`` tells whether TF's engine would rewrite a call whose
+    arguments it transforms. ``[]`` when the module does not import TensorFlow.
+    """
+    found = rules.tensorflow_alias(tree)
+    if not found:
+        return []
+    names = _Names(source, spec, *found, rules.has_main(tree), changed_call=changed_call)
+    names.imports = frozenset()
+    names.visit(tree)
+    rows = list(names.rows.values())
+    for change in names.changes:
+        if change.old.endswith("app.run"):
+            rows.append((change.line, change.old, change.new))
+    return sorted(set(rows))

@@ -140,6 +140,12 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
         help="skip folders or files whose relative path or name matches (repeatable), "
         "e.g. --exclude tests --exclude third_party --exclude '*_test.py'",
     )
+    scan.add_argument(
+        "--stage0",
+        action="store_true",
+        help="list only stage 0: every TF1-only name `hookbridge upgrade` would rewrite, with "
+        "its replacement (imports TensorFlow for its upgrader's tables); exit 0: stage 0 clean",
+    )
     scan.set_defaults(handler=_run_scan)
 
 
@@ -149,7 +155,7 @@ def _run_scan(args: argparse.Namespace) -> int:
     from hookbridge._migrate.scan.report import render
 
     try:
-        result = scan(args.path, exclude=args.exclude)
+        result = scan(args.path, exclude=args.exclude, stage0=args.stage0)
     except FileNotFoundError as e:
         print(f"hookbridge scan: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,12 +18,13 @@ from hookbridge._migrate.scan.analyze import Classes, ModuleScan
 from hookbridge._migrate.scan.findings import Finding, ScanResult
 from hookbridge._migrate.scan.flow import Functions
 from hookbridge._migrate.scan.project import read
+from hookbridge._migrate.scan.stage0 import rows as stage0_rows
 from hookbridge._migrate.scan.verdicts import Links, combine
 
 __all__ = ["Finding", "ScanResult", "scan"]
 
 
-def scan(path: str | Path, exclude: Iterable[str] = ()) -> ScanResult:
+def scan(path: str | Path, exclude: Iterable[str] = (), stage0: bool = False) -> ScanResult:
     """Scans a file or a directory tree of Python files.
 
     Args:
@@ -31,6 +32,9 @@ def scan(path: str | Path, exclude: Iterable[str] = ()) -> ScanResult:
             and ``build``/``dist`` are skipped).
         exclude: glob patterns of folders or files to skip, matched against the path relative
             to ``path`` and against the name (``tests``, ``third_party``, ``*_test.py``).
+        stage0: report only stage 0 instead: every TF1-only name ``hookbridge upgrade`` would
+            rewrite, with its replacement (:mod:`hookbridge._migrate.scan.stage0`; imports
+            TensorFlow when a file mentions it), and the files that do not parse.
 
     Returns:
         The findings, sorted by file and line, and the number of files read.
@@ -44,6 +48,10 @@ def scan(path: str | Path, exclude: Iterable[str] = ()) -> ScanResult:
     # Every syntax tree stays alive until the last module is analysed: with the cyclic garbage
     # collector on, its full collections walk them again and again (3.5x the CPU time on the
     # 116 files of tensorflow_estimator). The scan makes no garbage cycles worth collecting.
+    if stage0:
+        files, found = stage0_rows(root, exclude)
+        found.sort(key=lambda x: (x.path, x.line, x.kind, x.name))
+        return ScanResult(root=str(root), files=files, findings=tuple(found))
     enabled = gc.isenabled()
     gc.disable()
     try:

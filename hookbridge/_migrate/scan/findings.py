@@ -61,6 +61,8 @@ TENSOR: Final = "tensor"  # a tensor, op or collection referenced by name inside
 ENTRY: Final = "entry-point"  # MonitoredSession, Estimator, EstimatorSpec, train(hooks=...)
 SPELLING: Final = "spelling"  # a TensorFlow name that no longer imports (tf.estimator, tf.contrib)
 FILE: Final = "file"
+#: A TF1-only name ``hookbridge upgrade`` rewrites (``scan --stage0``; docs/upgrade.md).
+TF1_NAME: Final = "tf1-name"
 
 #: The migration stages of docs/migration.md, and which findings each one deals with.
 STAGES: Final = {
@@ -72,7 +74,7 @@ STAGES: Final = {
 
 def stage(finding: Finding) -> str:
     """The migration stage (a key of :data:`STAGES`) a finding belongs to."""
-    if finding.status in (REMOVED_API, PARSE_ERROR):
+    if finding.status in (REMOVED_API, PARSE_ERROR) or finding.kind == TF1_NAME:
         return "0 imports"
     if finding.kind in (CALLBACK, CALLBACK_CLASS):
         return "1 callbacks"

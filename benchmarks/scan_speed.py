@@ -2,6 +2,7 @@
 
     python benchmarks/scan_speed.py                    # a generated TF1-style corpus of 500 files
     python benchmarks/scan_speed.py --files 2000       # a bigger one
+    python benchmarks/scan_speed.py --stage0           # also `scan --stage0` (imports TF)
     python benchmarks/scan_speed.py PATH               # any tree (e.g. an installed
                                                        # tensorflow_estimator, a checkout)
 
@@ -145,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", nargs="?", help="a tree to scan (default: a generated corpus)")
     parser.add_argument("--files", type=int, default=500, help="generated files (default 500)")
     parser.add_argument("--repeats", type=int, default=5, help="runs; the best counts")
+    parser.add_argument(
+        "--stage0",
+        action="store_true",
+        help="also time `scan --stage0` (TensorFlow's import, a one-time cost, timed apart)",
+    )
     args = parser.parse_args(argv)
     sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH wins
     from hookbridge._migrate.scan import scan
@@ -157,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         scan(root)  # warm: the shipped conformance results are read once per process
         wall, cpu, result = _best(lambda: scan(root), args.repeats)
         parse_wall, parse_cpu, _ = _best(lambda: _parse_each(sources), args.repeats)
+        if args.stage0:
+            start = time.perf_counter()
+            from hookbridge._migrate.upgrade.engine import _fast_spec
+
+            _fast_spec()  # imports TensorFlow for its upgrader's tables: once per process
+            tf_import = time.perf_counter() - start
+            scan(root, stage0=True)  # warm: TF's engine on each distinct transformed call
+            s0_wall, s0_cpu, s0 = _best(lambda: scan(root, stage0=True), args.repeats)
     n = result.files
     print(f"corpus: {root if args.path else f'generated, {args.files} files'}")
     found = len(result.findings)
@@ -169,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  parse alone: wall {parse_wall:.3f} s = {n / parse_wall:7.0f} files/s; "
         f"CPU {parse_cpu:.3f} s = {n / parse_cpu:7.0f} files/s (every file parsed)"
     )
+    if args.stage0:
+        print(
+            f"  --stage0:    wall {s0_wall:.3f} s = {n / s0_wall:7.0f} files/s; "
+            f"CPU {s0_cpu:.3f} s = {n / s0_cpu:7.0f} files/s ({len(s0.findings)} rows; "
+            f"TensorFlow's import once before: {tf_import:.1f} s)"
+        )
     return 0
 
 

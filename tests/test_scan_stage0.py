@@ -40,7 +40,10 @@ def test_bert_like_lists_the_tf1_only_names_with_their_replacement(bert):
         ("run_classifier.py", "tf.gfile.GFile"): "tf.io.gfile.GFile",
         ("run_classifier.py", "tf.logging.info"): "tf.compat.v1.logging.info",
         ("run_classifier.py", "tf.FixedLenFeature"): "tf.io.FixedLenFeature",
-        ("run_classifier.py", "tf.contrib.tpu.TPUEstimator"): "tf.compat.v1.estimator.tpu.TPUEstimator",
+        (
+            "run_classifier.py",
+            "tf.contrib.tpu.TPUEstimator",
+        ): "tf.compat.v1.estimator.tpu.TPUEstimator",
         ("run_classifier.py", "tf.contrib.tpu.RunConfig"): "tf.compat.v1.estimator.tpu.RunConfig",
         ("modeling.py", "tf.contrib.layers.layer_norm"): "tf_slim.layers.layer_norm",
         ("modeling.py", "x.shape[-1].value"): "tf.compat.v1.dimension_value(x.shape[-1])",
@@ -78,7 +81,9 @@ def test_census_like_lists_its_four_tf1_names():
 def test_a_call_is_a_row_only_while_the_upgrade_would_rewrite_it():
     tf1 = "import tensorflow as tf\ny = tf.nn.dropout(x, keep_prob=0.9)\n"
     tf2 = "import tensorflow as tf\ny = tf.nn.dropout(x, rate=0.1)\n"
-    assert engine.stage0_names(tf1) == [(2, "tf.nn.dropout(...)", "arguments rewritten by the upgrade")]
+    assert engine.stage0_names(tf1) == [
+        (2, "tf.nn.dropout(...)", "arguments rewritten by the upgrade")
+    ]
     assert engine.upgrade_source(tf2).text is None
     assert engine.stage0_names(tf2) == []
 

@@ -516,6 +516,31 @@ def checkpoint_saver_listeners(hook: Any) -> list:
     return list(hook._listeners)
 
 
+def checkpoint_saver_hook_saver(hook: Any) -> tuple[Any, str]:
+    """The Saver a ``CheckpointSaverHook`` holds (private ``_saver`` / ``_scaffold``) and how it
+    got it (``"saver="``, ``"scaffold="``), or ``(None, "")``: it takes the one Saver of the
+    default graph's ``SAVERS`` collection at its first save (``_get_saver``), and keeps it."""
+    if hook._saver is not None:
+        return hook._saver, "saver="
+    scaffold = hook._scaffold
+    if scaffold is not None and scaffold.saver is not None:
+        return scaffold.saver, "scaffold="
+    return None, ""
+
+
+def forget_checkpoint_saver_hook_saver(hook: Any) -> None:
+    """Drops the Saver a ``CheckpointSaverHook`` cached from a graph's ``SAVERS`` collection
+    (private ``_saver``), so that its next session takes the one of its own graph."""
+    hook._saver = None
+
+
+def saver_var_list(saver: Any) -> Any:
+    """What a built ``tf.compat.v1.train.Saver`` saves (private ``_var_list``: a list or dict of
+    variables, tensors or saveables, nested for partitioned ones), or None before it is built
+    or when it was built from a ``saver_def``."""
+    return saver._var_list
+
+
 def keras2_builtin_callback_names(callback: Any) -> frozenset[str] | None:
     """The names tf_keras / Keras 2's ``CallbackList`` treats as its own callbacks: a list holding
     a callback whose class name is not among them times its batch methods (the slow-callback

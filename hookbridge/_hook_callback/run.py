@@ -28,7 +28,13 @@ from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.names import explain_missing
 from hookbridge._hook_callback.resolver import Resolver
-from hookbridge._hook_callback.scaffold import ScaffoldArg, finalize_scaffold, prepare_session
+from hookbridge._hook_callback.other_graph import check_savers
+from hookbridge._hook_callback.scaffold import (
+    ScaffoldArg,
+    check_given,
+    finalize_scaffold,
+    prepare_session,
+)
 from hookbridge._hook_callback.session import BridgeSession
 from hookbridge._hook_callback.step import MergedStep, warn_unknown_keys
 from hookbridge._hook_callback.stops import Coordinator, RunContext
@@ -86,6 +92,7 @@ class BridgeRun:
         self._session_config: Any = None
         self._warned_retry = False
         self.deferred_error: BaseException | None = None
+        self._cached_savers: list = []
 
     @classmethod
     def for_model(
@@ -131,12 +138,17 @@ class BridgeRun:
         with self.scope:
             with self._names_explained("the hooks callable"):
                 self.hooks = list(hooks())
+            # Objects of another graph are refused before any begin(): nothing is written.
+            check_given(scaffold, self.side.graph)
+            check_savers(self.hooks, self.side.graph)
+            self._cached_savers = [h for h in self.hooks if _takes_collection_saver(h)]
             for hook in self.hooks:
                 with self._names_explained(f"{type(hook).__name__}.begin"):
                     hook.begin()
             # As MonitoredSession: the scaffold is finalized after every begin() (its
             # default Saver then covers what the hooks added), which finalizes the graph.
             self.scaffold = finalize_scaffold(scaffold, self.side)
+            check_savers(self.hooks, self.side.graph)  # what a begin() added
             self._create_session()
         self.step = step = MergedStep(self.hooks, self.side, self.resolver, self.batch_values)
         # Each phase enters the graph only if one of its hooks may need it (graph_free.py).
@@ -317,6 +329,11 @@ class BridgeRun:
             profiling.stop()
             self._profiling = False
         self.global_step.unwatch()
+        # A CheckpointSaverHook keeps the Saver it took from this run's graph: the next run
+        # (a new graph) must take its own, as the hook's first session did.
+        for hook in self._cached_savers:
+            _tfcompat.forget_checkpoint_saver_hook_saver(hook)
+        self._cached_savers = []
         self._close_session()
 
     def _close_session(self) -> None:
@@ -329,6 +346,14 @@ class BridgeRun:
         finally:
             if session is not None:
                 session._close_real()
+
+
+def _takes_collection_saver(hook: Any) -> bool:
+    """A ``CheckpointSaverHook`` given no Saver: it takes (and keeps) its graph's one."""
+    return (
+        isinstance(hook, tf.compat.v1.train.CheckpointSaverHook)
+        and _tfcompat.checkpoint_saver_hook_saver(hook)[0] is None
+    )
 
 
 def _warn_step_not_cancelled(batch: int, error: BaseException) -> None:

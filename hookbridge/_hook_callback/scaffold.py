@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge._hook_callback.graph import SideGraph
+from hookbridge._hook_callback.other_graph import describe, in_other_graph
 
 if TYPE_CHECKING:
     from hookbridge._hook_callback.resolver import Resolver
@@ -61,17 +62,21 @@ def finalize_scaffold(scaffold: ScaffoldArg, side: SideGraph) -> Scaffold:
     return scaffold
 
 
+def check_given(scaffold: ScaffoldArg, graph: tf.Graph) -> None:
+    """Refuses, before any hook's ``begin()``, a Scaffold given with fields of another graph.
+
+    Raises:
+        ValueError: a field of the Scaffold belongs to another graph.
+    """
+    if isinstance(scaffold, Scaffold):
+        _check_graph(scaffold, graph)
+
+
 def _check_graph(scaffold: Scaffold, graph: tf.Graph) -> None:
-    for field in _GRAPH_FIELDS:
+    for field in (*_GRAPH_FIELDS, "saver"):
         value = getattr(scaffold, field)
-        if value is not None and getattr(value, "graph", graph) is not graph:
-            _raise_other_graph(f"{field} ({getattr(value, 'name', value)!r})")
-    saver_def = scaffold.saver.saver_def if scaffold.saver is not None else None
-    if saver_def is not None:
-        try:
-            graph.as_graph_element(saver_def.save_tensor_name)
-        except (KeyError, ValueError):
-            _raise_other_graph(f"saver ({saver_def.save_tensor_name!r})")
+        if value is not None and in_other_graph(value, graph):
+            _raise_other_graph(f"{field} ({describe(value)})")
 
 
 def _raise_other_graph(what: str) -> None:

@@ -412,6 +412,33 @@ def test_stop_deciders_settings_still_found(tmp_path):
         assert _tfcompat.checkpoint_saver_listeners(plain) == []
 
 
+def test_checkpoint_saver_hook_saver_and_saver_var_list(tmp_path):
+    """The Saver a CheckpointSaverHook holds (``_saver`` / ``_scaffold``), forgetting the one
+    it cached from the SAVERS collection, and what a Saver saves (``_var_list``): HookCallback
+    refuses a Saver of another graph with them."""
+    train = tf.compat.v1.train
+    with tf.Graph().as_default():
+        v = tf.compat.v1.get_variable("v", initializer=1.0)
+        saver = train.Saver()
+        assert _tfcompat.saver_var_list(saver) == [v]
+        assert _tfcompat.saver_var_list(train.Saver({"x": v})) == {"x": v}
+        d = str(tmp_path)
+        assert _tfcompat.checkpoint_saver_hook_saver(
+            train.CheckpointSaverHook(d, save_steps=1, saver=saver)
+        ) == (saver, "saver=")
+        scaffold = train.Scaffold(saver=saver)
+        assert _tfcompat.checkpoint_saver_hook_saver(
+            train.CheckpointSaverHook(d, save_steps=1, scaffold=scaffold)
+        ) == (saver, "scaffold=")
+        plain = train.CheckpointSaverHook(d, save_steps=1)
+        assert _tfcompat.checkpoint_saver_hook_saver(plain) == (None, "")
+        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, saver)
+        assert plain._get_saver() is saver  # TF caches it in the attribute read above
+        assert _tfcompat.checkpoint_saver_hook_saver(plain) == (saver, "saver=")
+        _tfcompat.forget_checkpoint_saver_hook_saver(plain)
+        assert _tfcompat.checkpoint_saver_hook_saver(plain) == (None, "")
+
+
 def test_keras2_builtin_callback_names_follow_callback_list_module():
     """tf_keras / Keras 2 time the batch methods of lists holding a callback whose class name
     is not in the module defining ``CallbackList`` (the slow-callback warning)."""

@@ -238,9 +238,9 @@ def _of_model_graph(label: str, model_fn: str, what: str) -> catalog.Bridged:
         return catalog.Bridged(
             f.NEEDS_TENSOR,
             f"{label} is a Saver of the TF1 model graph (built in {model_fn}): fit has no model "
-            "graph, so it cannot save the model's variables (under HookCallback it writes the "
-            "bridge's global step and weight mirrors into model.ckpt-N_temp/ folders, not the "
-            "model graph's variables)",
+            "graph, so it cannot save the model's variables (HookCallback refuses it with a "
+            "ValueError before writing anything; natively, on another graph, it writes that "
+            "graph's variables into model.ckpt-N_temp/ folders)",
             "leave saver= out and build the CheckpointSaverHook in HookCallback's hooks callable "
             "(its default Saver saves the bridge's global step and weight mirrors), or use "
             "hookbridge.estimator_hooks",

@@ -58,7 +58,9 @@ def test_a_hook_saver_of_another_graph_is_refused_where_native_saves_the_wrong_v
 ):
     native, bridged = tmp_path / "native", tmp_path / "bridged"
     saver = _model_graph_saver()
-    _native(lambda d: ([train.CheckpointSaverHook(str(d), save_steps=2, saver=saver)], None), native)
+    _native(
+        lambda d: ([train.CheckpointSaverHook(str(d), save_steps=2, saver=saver)], None), native
+    )
     # Native: no error, and a checkpoint of the session graph's variables, not the Saver's.
     latest = tf.train.latest_checkpoint(str(native))
     assert latest.endswith("model.ckpt-3_temp/part-00000-of-00001")
@@ -116,9 +118,7 @@ def _assert_checkpoint_is_the_model(directory, model):
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(directory)))
     assert reader.get_tensor("global_step") == int(np.asarray(model.optimizer.iterations))
     for i, weight in enumerate(model.weights):
-        (name,) = [
-            n for n in reader.get_variable_to_shape_map() if n.startswith(f"model/{i:03d}/")
-        ]
+        (name,) = [n for n in reader.get_variable_to_shape_map() if n.startswith(f"model/{i:03d}/")]
         np.testing.assert_array_equal(reader.get_tensor(name), np.asarray(weight))
 
 

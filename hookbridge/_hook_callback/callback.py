@@ -157,7 +157,8 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
     Raises:
         TypeError: at construction, when ``hooks`` holds something that is not a SessionRunHook;
             at the start of a run, when ``scaffold`` is not a Scaffold (or callable of one).
-        ValueError: at the start of a run, when the Scaffold's ops belong to another graph.
+        ValueError: at the start of a run, when the Scaffold's ops, or a Saver a
+            ``CheckpointSaverHook`` would use, belong to another graph (before any ``begin()``).
         RuntimeError: at construction, when Keras runs on another backend than TensorFlow
             (``KERAS_BACKEND=jax``/``torch``/``numpy``); TF's own, when the Scaffold's
             initialization leaves the model not ready.

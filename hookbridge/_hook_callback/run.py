@@ -27,8 +27,8 @@ from hookbridge._hook_callback.graph_free import needs_graph
 from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.names import explain_missing
-from hookbridge._hook_callback.resolver import Resolver
 from hookbridge._hook_callback.other_graph import check_savers
+from hookbridge._hook_callback.resolver import Resolver
 from hookbridge._hook_callback.scaffold import (
     ScaffoldArg,
     check_given,

@@ -597,3 +597,13 @@ def tf_upgrader() -> tuple[Any, Any]:
     from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2
 
     return tf_upgrade_v2, ast_edits
+
+
+# ---- model_fn: mfnsubjects ----
+def default_export_outputs(export_outputs: Any, predictions: Any) -> dict[str, Any]:
+    """A PREDICT ``EstimatorSpec``'s ``export_outputs`` as tensorflow-estimator validates them
+    (TensorFlow's private ``saved_model.model_utils.export_utils.get_export_outputs``): a dict of
+    ``ExportOutput``s, with the default serving ``PredictOutput`` of ``predictions`` added."""
+    from tensorflow.python.saved_model.model_utils import export_utils
+
+    return export_utils.get_export_outputs(export_outputs, predictions)

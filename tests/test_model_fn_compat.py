@@ -71,10 +71,10 @@ def test_the_layers_are_tensorflows_in_a_graph(training):
     mine = _run(v1_layers, training, weights=values)
     assert mine[0] == shapes  # the same variables, names and order
     assert mine[1] == trainable and mine[2] == n_updates == (4 if training else 0)
-    for theirs, ours in zip(outputs, mine[4]):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+    for theirs, ours in zip(outputs, mine[4]):  # the same ops: the same bits
+        np.testing.assert_array_equal(ours, theirs)
     for name, value in after.items():  # the moving statistics after two updates
-        np.testing.assert_allclose(mine[5][name], value, rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_array_equal(mine[5][name], value, err_msg=name)
     assert [name for name, _ in shapes][:2] == ["net/conv2d/kernel", "net/conv2d/bias"]
     assert "net/dense_1/kernel" in dict(shapes) and "net/bn/moving_variance" in dict(shapes)
 
@@ -108,3 +108,89 @@ def test_the_layers_run_on_every_stack_with_known_values():
 def test_what_is_not_reproduced_names_the_call_and_the_stacks():
     with tf.Graph().as_default(), pytest.raises(NotImplementedError, match=r"batch_normalization\(renorm=.*tf_keras"):
         v1_layers.batch_normalization(tf.zeros([2, 3]), renorm=True)
+
+
+def _spec_cases():
+    """(mode, kwargs) a model_fn may pass; each is accepted or refused the same way."""
+    loss = tf.constant([2.0])  # shape [1]: reshaped to a scalar
+    train_op = tf.no_op()
+    predictions = {"y": tf.constant([1.0])}
+    metric = tf.compat.v1.metrics.mean(tf.constant([1.0]))
+    hook = tf.compat.v1.train.StopAtStepHook(last_step=1)
+    return [
+        ("train", {"loss": loss, "train_op": train_op, "training_hooks": [hook]}),
+        ("train", {"loss": loss}),
+        ("train", {"train_op": train_op}),
+        ("eval", {"loss": loss, "eval_metric_ops": {"m": metric}}),
+        ("eval", {"loss": loss, "eval_metric_ops": {"m": 1.0}}),
+        ("eval", {"loss": tf.constant([1.0, 2.0])}),
+        ("eval", {"loss": 1.0}),
+        ("infer", {"predictions": predictions}),
+        ("infer", {}),
+        ("infer", {"predictions": [1.0]}),
+        ("train", {"loss": loss, "train_op": train_op, "training_hooks": [object()]}),
+        ("train", {"loss": loss, "train_op": train_op, "scaffold": object()}),
+    ]
+
+
+def _outcome(cls, mode, kwargs):
+    try:
+        spec = cls(mode, **kwargs)
+    except (TypeError, ValueError) as error:
+        return type(error).__name__, str(error).split(",")[0].split(":")[0]
+    return (
+        spec._fields,
+        spec.loss.shape.as_list() if spec.loss is not None else None,
+        sorted(spec.export_outputs or {}),
+        len(spec.training_hooks),
+        type(spec.scaffold).__name__,
+    )
+
+
+def test_the_estimator_names_are_tensorflows_where_tensorflow_estimator_is():
+    if compat.NATIVE:
+        assert EstimatorSpec is tf.estimator.EstimatorSpec and ModeKeys is tf.estimator.ModeKeys
+        assert TPUEstimatorSpec is tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+    else:
+        assert EstimatorSpec is compat._EstimatorSpec and TPUEstimatorSpec is compat._TPUEstimatorSpec
+    assert (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) == ("train", "eval", "infer")
+
+
+@pytest.mark.skipif(not compat.NATIVE, reason="the oracle is tensorflow-estimator's class (TF 2.15)")
+def test_the_spec_validates_as_tensorflow_estimators_does():
+    with tf.Graph().as_default():
+        cases = _spec_cases()
+        for mode, kwargs in cases:
+            assert _outcome(compat._EstimatorSpec, mode, kwargs) == _outcome(
+                tf.estimator.EstimatorSpec, mode, kwargs), (mode, kwargs)
+
+
+def test_the_spec_refuses_what_an_estimator_refuses_on_every_stack():
+    with tf.Graph().as_default():
+        outcomes = [_outcome(compat._EstimatorSpec, m, k) for m, k in _spec_cases()]
+    assert [o[0] if isinstance(o[0], str) else "ok" for o in outcomes] == [
+        "ok", "ValueError", "ValueError", "ok", "TypeError", "ValueError", "TypeError", "ok",
+        "ValueError", "TypeError", "TypeError", "TypeError"]
+    assert outcomes[1][1] == "Missing train_op." and outcomes[8][1] == "Missing predictions."
+    assert outcomes[0][1] == [] and outcomes[7][2] == ["serving_default"]
+
+
+def test_a_tpu_spec_becomes_the_estimator_spec_use_tpu_false_runs():
+    def metric_fn(labels, logits):
+        return {"mean": tf.compat.v1.metrics.mean(logits - labels)}
+
+    with tf.Graph().as_default():
+        loss = tf.constant(1.0)
+        tensors = {"labels": tf.constant([1.0]), "logits": tf.constant([3.0])}
+        for cls in {compat._TPUEstimatorSpec, TPUEstimatorSpec}:
+            spec = cls("eval", loss=loss, eval_metrics=(metric_fn, tensors)).as_estimator_spec()
+            assert sorted(spec.eval_metric_ops) == ["mean"] and spec.loss is loss
+        with pytest.raises(ValueError, match="eval_metrics"):
+            compat._TPUEstimatorSpec("eval", loss=loss, eval_metrics=metric_fn)
+        spec = compat._TPUEstimatorSpec("train", loss=loss, train_op=tf.no_op(),
+                                        host_call=(lambda x: [], [loss]))
+        with pytest.raises(NotImplementedError, match="host_call"):
+            spec.as_estimator_spec()
+        assert compat.as_estimator_spec(spec._replace(host_call=None)).train_op is not None
+        with pytest.raises(TypeError, match="must return an EstimatorSpec"):
+            compat.as_estimator_spec({"loss": loss})

@@ -88,8 +88,12 @@ def test_the_layers_run_on_every_stack_with_known_values():
     graph = tf.Graph()
     with graph.as_default():
         x = tf.constant(np.arange(6, dtype="float32").reshape(2, 3))
-        y = v1_layers.dense(x, 2, kernel_initializer=tf.compat.v1.ones_initializer(),
-                            bias_initializer=tf.compat.v1.constant_initializer(0.5))
+        y = v1_layers.dense(
+            x,
+            2,
+            kernel_initializer=tf.compat.v1.ones_initializer(),
+            bias_initializer=tf.compat.v1.constant_initializer(0.5),
+        )
         z = v1_layers.batch_normalization(y, training=True, momentum=0.5, epsilon=0.0)
         update = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
         names = [v.op.name for v in tf.compat.v1.global_variables()]
@@ -100,13 +104,21 @@ def test_the_layers_run_on_every_stack_with_known_values():
     np.testing.assert_allclose(y_value, [[3.5, 3.5], [12.5, 12.5]])
     np.testing.assert_allclose(z_value, [[-1, -1], [1, 1]], atol=1e-6)
     np.testing.assert_allclose(mean, [4.0, 4.0])  # 0 - (0 - 8) * 0.5
-    assert names == ["dense/kernel", "dense/bias", "batch_normalization/gamma",
-                     "batch_normalization/beta", "batch_normalization/moving_mean",
-                     "batch_normalization/moving_variance"]
+    assert names == [
+        "dense/kernel",
+        "dense/bias",
+        "batch_normalization/gamma",
+        "batch_normalization/beta",
+        "batch_normalization/moving_mean",
+        "batch_normalization/moving_variance",
+    ]
 
 
 def test_what_is_not_reproduced_names_the_call_and_the_stacks():
-    with tf.Graph().as_default(), pytest.raises(NotImplementedError, match=r"batch_normalization\(renorm=.*tf_keras"):
+    with (
+        tf.Graph().as_default(),
+        pytest.raises(NotImplementedError, match=r"batch_normalization\(renorm=.*tf_keras"),
+    ):
         v1_layers.batch_normalization(tf.zeros([2, 3]), renorm=True)
 
 
@@ -152,25 +164,41 @@ def test_the_estimator_names_are_tensorflows_where_tensorflow_estimator_is():
         assert EstimatorSpec is tf.estimator.EstimatorSpec and ModeKeys is tf.estimator.ModeKeys
         assert TPUEstimatorSpec is tf.compat.v1.estimator.tpu.TPUEstimatorSpec
     else:
-        assert EstimatorSpec is compat._EstimatorSpec and TPUEstimatorSpec is compat._TPUEstimatorSpec
+        assert (
+            EstimatorSpec is compat._EstimatorSpec and TPUEstimatorSpec is compat._TPUEstimatorSpec
+        )
     assert (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) == ("train", "eval", "infer")
 
 
-@pytest.mark.skipif(not compat.NATIVE, reason="the oracle is tensorflow-estimator's class (TF 2.15)")
+@pytest.mark.skipif(
+    not compat.NATIVE, reason="the oracle is tensorflow-estimator's class (TF 2.15)"
+)
 def test_the_spec_validates_as_tensorflow_estimators_does():
     with tf.Graph().as_default():
         cases = _spec_cases()
         for mode, kwargs in cases:
             assert _outcome(compat._EstimatorSpec, mode, kwargs) == _outcome(
-                tf.estimator.EstimatorSpec, mode, kwargs), (mode, kwargs)
+                tf.estimator.EstimatorSpec, mode, kwargs
+            ), (mode, kwargs)
 
 
 def test_the_spec_refuses_what_an_estimator_refuses_on_every_stack():
     with tf.Graph().as_default():
         outcomes = [_outcome(compat._EstimatorSpec, m, k) for m, k in _spec_cases()]
     assert [o[0] if isinstance(o[0], str) else "ok" for o in outcomes] == [
-        "ok", "ValueError", "ValueError", "ok", "TypeError", "ValueError", "TypeError", "ok",
-        "ValueError", "TypeError", "TypeError", "TypeError"]
+        "ok",
+        "ValueError",
+        "ValueError",
+        "ok",
+        "TypeError",
+        "ValueError",
+        "TypeError",
+        "ok",
+        "ValueError",
+        "TypeError",
+        "TypeError",
+        "TypeError",
+    ]
     assert outcomes[1][1] == "Missing train_op." and outcomes[8][1] == "Missing predictions."
     assert outcomes[0][1] == [] and outcomes[7][2] == ["serving_default"]
 
@@ -187,8 +215,9 @@ def test_a_tpu_spec_becomes_the_estimator_spec_use_tpu_false_runs():
             assert sorted(spec.eval_metric_ops) == ["mean"] and spec.loss is loss
         with pytest.raises(ValueError, match="eval_metrics"):
             compat._TPUEstimatorSpec("eval", loss=loss, eval_metrics=metric_fn)
-        spec = compat._TPUEstimatorSpec("train", loss=loss, train_op=tf.no_op(),
-                                        host_call=(lambda x: [], [loss]))
+        spec = compat._TPUEstimatorSpec(
+            "train", loss=loss, train_op=tf.no_op(), host_call=(lambda x: [], [loss])
+        )
         with pytest.raises(NotImplementedError, match="host_call"):
             spec.as_estimator_spec()
         assert compat.as_estimator_spec(spec._replace(host_call=None)).train_op is not None

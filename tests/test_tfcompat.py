@@ -602,3 +602,17 @@ def test_keras_optimizer_config_reads_the_hyperparameters_of_a_gone_graph():
     config = _tfcompat.keras_optimizer_config(optimizer)
     assert {k: config[k] for k in ("learning_rate", "beta_1", "beta_2", "epsilon")} == {
         "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-6}
+
+
+# ---- model_fn: mfnsubjects ----
+def test_default_export_outputs_is_the_default_serving_predict_output():
+    """hookbridge's EstimatorSpec (TF 2.21) validates a PREDICT spec's export_outputs with
+    TensorFlow's private export_utils.get_export_outputs, as tensorflow-estimator does."""
+    with tf.Graph().as_default():
+        predictions = {"y": tf.constant([1.0])}
+        outputs = _tfcompat.default_export_outputs(None, predictions)
+        assert list(outputs) == ["serving_default"]
+        assert type(outputs["serving_default"]).__name__ == "PredictOutput"
+        assert outputs["serving_default"].outputs == predictions
+        with pytest.raises(TypeError, match="ExportOutput"):
+            _tfcompat.default_export_outputs({"a": 1}, predictions)

@@ -107,9 +107,7 @@ def _predictions(predictions: Any, mode: str) -> Any:
         predictions = {k: _check_tensor(v, f"predictions[{k}]") for k, v in predictions.items()}
         for key, value in predictions.items():
             if not _in_graph(value):
-                raise ValueError(
-                    _GRAPH_MESSAGE.format("prediction values", f"{key}: {value.name}")
-                )
+                raise ValueError(_GRAPH_MESSAGE.format("prediction values", f"{key}: {value.name}"))
         return predictions
     predictions = _check_tensor(predictions, "predictions")
     if not _in_graph(predictions):

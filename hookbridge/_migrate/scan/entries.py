@@ -52,7 +52,13 @@ class EntryPoints:
         }
 
     def _add(
-        self, node: ast.AST, kind: str, name: str, bridged: catalog.Bridged, entry: str = ""
+        self,
+        node: ast.AST,
+        kind: str,
+        name: str,
+        bridged: catalog.Bridged,
+        entry: str = "",
+        columns: tuple = (),
     ) -> tuple[str, int, str, str]:
         """Adds a row (once per line, kind and name); returns its key (path, line, kind,
         name)."""
@@ -63,7 +69,15 @@ class EntryPoints:
         self._seen.add(key)
         self.out.append(
             f.Finding(
-                self.m.path, line, kind, name, bridged.status, bridged.detail, bridged.action, entry
+                self.m.path,
+                line,
+                kind,
+                name,
+                bridged.status,
+                bridged.detail,
+                bridged.action,
+                entry,
+                columns,
             )
         )
         return (self.m.path, line, kind, name)
@@ -265,13 +279,12 @@ class EntryPoints:
                 "hookbridge.restore_checkpoint or HookCallback(scaffold=...)"
             )
         status = f.ENTRY_POINT
+        columns: tuple = ()
         if kind in catalog.CANNED_ESTIMATORS:
             base = kind.removesuffix("V2")
-            what = (
-                twin_verdict(self.m, node, call.scopes, base)
-                if base in catalog.KERAS_TWINS
-                else catalog.CANNED_BY_HAND
-            )
+            what = catalog.CANNED_BY_HAND
+            if base in catalog.KERAS_TWINS:
+                what, columns = twin_verdict(self.m, node, call.scopes, kind)
             if kind.startswith("BoostedTrees"):
                 status, what = f.UNSUPPORTED, catalog.BOOSTED_TREES_REASON
         else:
@@ -289,7 +302,9 @@ class EntryPoints:
             why, _, action = replacement.partition(": ")
             detail = f"{name_of(node.func)} does not import on TF >= 2.16 ({why}); {detail}"
             status = f.REMOVED_API if status == f.ENTRY_POINT else status
-        self._add(node, f.ENTRY, name_of(node.func), catalog.Bridged(status, detail, action))
+        self._add(
+            node, f.ENTRY, name_of(node.func), catalog.Bridged(status, detail, action), "", columns
+        )
 
 
 def name_of(node: ast.AST) -> str:

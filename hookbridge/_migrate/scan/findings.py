@@ -96,6 +96,9 @@ class Finding:
         entry: for a hook or callback, the entry point it is passed to, the argument, and where
             it runs after the migration (``trainer/task.py:17 estimator.train: hooks -> fit``),
             else ``""``.
+        columns: for a canned Estimator's row, its feature columns (each a
+            :class:`hookbridge._migrate.scan.columns.Column`: argument, type, key, whether
+            ``keras_twin`` builds it, the reason, where it is made), else ``()``.
     """
 
     path: str
@@ -106,6 +109,7 @@ class Finding:
     detail: str
     action: str = ""
     entry: str = ""
+    columns: tuple = ()
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

@@ -87,6 +87,14 @@ class ModuleInfo:
     returned: dict[int, list[ast.AST]] = dataclasses.field(default_factory=dict)
     #: ``x = f(...)`` / ``self.x = f(...)``: (the target's last name, the call).
     call_assignments: list[tuple[str, ast.Call]] = dataclasses.field(default_factory=list)
+    #: ``a, b = f()``: name -> ``f()[i]`` (a synthetic Subscript), per scope, last written first
+    #: (kept apart from :attr:`bindings`: only the feature-column reader follows them).
+    unpacked: dict[tuple[int | None, str], list[ast.Subscript]] = dataclasses.field(
+        default_factory=dict
+    )
+    #: id(value) -> the ``x += value`` (AugAssign) it is the right side of, for the values
+    #: :attr:`bindings` records.
+    augmented: dict[int, ast.AugAssign] = dataclasses.field(default_factory=dict)
     #: True when the module turns TF's eager execution off (graph-mode tf.keras).
     graph_mode: bool = False
     #: Every scanned module by dotted name (shared; set by the scan once all are read).

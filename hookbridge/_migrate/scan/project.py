@@ -87,6 +87,31 @@ class Project:
         self.add(info)
         return info
 
+    def find(self, name: str) -> ModuleInfo | None:
+        """:meth:`get`, or the one module whose dotted name ends ``name`` (imported under a
+        longer path than the scanned root gives it: ``official.r1.wide_deep.census_dataset``
+        in a scan of ``wide_deep/``); None when none or several do."""
+        found = self.get(name)
+        if found is not None:
+            return found
+        parts = name.split(".")
+        tails = [m for m in self._modules if parts[-len(m.split(".")) :] == m.split(".")]
+        return self.get(tails[0]) if len(tails) == 1 else None
+
+    def naming(self, word: str) -> list[ModuleInfo]:
+        """Every module whose text holds ``word`` (unread ones parsed now), by dotted name."""
+        encoded = word.encode()
+        out = []
+        for name in sorted(self._modules):
+            found = self._modules[name]
+            if isinstance(found, ModuleInfo):
+                out.append(found)  # read: its calls are at hand, a cheap look
+            elif encoded in found[2]:
+                info = self.get(name)
+                if info is not None:
+                    out.append(info)
+        return out
+
 
 def read(
     root: Path, exclude: Iterable[str] = ()

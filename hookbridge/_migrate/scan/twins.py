@@ -1,22 +1,21 @@
 """What ``hookbridge.keras_twin`` does with a canned Estimator, read from its constructor call.
 
-``keras_twin`` (hookbridge/_migrate/canned.py) builds the Keras model of ``DNN*``, ``Linear*``
-and ``DNNLinearCombined*`` Estimators from **numeric columns only**: it raises ``ValueError`` on
-any other feature column (categorical, bucketized, crossed, embedding, indicator, ...), on a
-numeric column with a ``normalizer_fn`` or a shape of more than one dimension, and on
-``weight_column``, ``label_vocabulary`` and ``batch_norm=True``. :func:`twin_verdict` reads the
-columns the call is given as far as the syntax tree goes (names followed to what is assigned to
-them, lists, tuples and ``+``): what it refuses, where the columns are known; ``unknown`` where
-they are not (a parameter, a value a function returns at run time).
+``keras_twin`` builds the Keras model of ``DNN*``, ``Linear*`` and ``DNNLinearCombined*``
+Estimators (``tf.estimator``'s V2 classes and ``tf.compat.v1.estimator``'s V1 ones) over the
+feature columns of :data:`hookbridge._migrate.twins.kinds.SUPPORTED_COLUMNS`, and refuses any
+other column and the arguments of :data:`~hookbridge._migrate.twins.kinds.UNSUPPORTED_ARGUMENTS`.
+:func:`twin_verdict` says, per row, which class it is, each column's type and whether the twin
+builds it (:mod:`hookbridge._migrate.scan.columns` reads them, across modules), and what to do.
 """
 
 from __future__ import annotations
 
 import ast
 
-from hookbridge._migrate.scan import catalog
-from hookbridge._migrate.scan.classes import last_name
+from hookbridge._migrate.scan.columns import Column, Reader
+from hookbridge._migrate.scan.flow import argument
 from hookbridge._migrate.scan.modules import ModuleInfo
+from hookbridge._migrate.twins import kinds
 
 #: The arguments holding feature columns, with their positional index, per canned family.
 _COLUMN_ARGUMENTS = {
@@ -24,110 +23,102 @@ _COLUMN_ARGUMENTS = {
     "DNN": {"feature_columns": 1},
     "Linear": {"feature_columns": 0},
 }
-#: Constructor arguments keras_twin refuses when given (not None / not False).
-_REFUSED_ARGUMENTS = ("weight_column", "label_vocabulary", "batch_norm")
-_DEPTH = 5
+_NEXT = (
+    "restore_checkpoint(twin, model_dir, 'auto') continues from its checkpoints; its hooks go "
+    "to fit"
+)
 
 
-def twin_verdict(module: ModuleInfo, call: ast.Call, scopes: tuple, kind: str) -> str:
-    """The canned row's detail for an Estimator ``keras_twin`` builds (``kind``: the class)."""
-    family = next(p for p in _COLUMN_ARGUMENTS if kind.startswith(p))
-    refused: list[str] = []
-    unknown: list[str] = []
-    numeric = 0
+def twin_verdict(
+    module: ModuleInfo, call: ast.Call, scopes: tuple, kind: str
+) -> tuple[str, tuple[Column, ...]]:
+    """The canned row's detail and its columns, for an Estimator class ``keras_twin`` builds
+    (``kind``: the class name as written, ``DNNClassifier`` or ``DNNClassifierV2``)."""
+    base = kind.removesuffix("V2")
+    family = next(p for p in _COLUMN_ARGUMENTS if base.startswith(p))
+    name, version = _version(module.qualify(call.func) or "", kind)
+    reader = Reader()
+    columns: list[Column] = []
     for keyword, index in _COLUMN_ARGUMENTS[family].items():
-        value = _argument(call, keyword, index)
-        if value is None:
-            continue
-        for found in _columns(module, scopes, value, 0):
-            if found is None:
-                unknown.append(f"{keyword}={_text(value)}")
-            elif found == "numeric_column":
-                numeric += 1
-            else:
-                refused.append(found)
-    for keyword in _REFUSED_ARGUMENTS:
-        given = _argument(call, keyword, None)
-        if given is not None and not (
-            isinstance(given, ast.Constant) and given.value in (None, False)
-        ):
-            refused.append(f"{keyword}=")
-    if refused:
-        return (
-            f"a canned Estimator: keras_twin refuses: {', '.join(dict.fromkeys(refused))} "
-            "(keras_twin(estimator) raises ValueError; it builds numeric feature columns only): "
-            "write its Keras model by hand and map the Estimator's checkpoint with restore_checkpoint(model, "
-            "model_dir, 'auto'); its hooks go to fit"
+        value = argument(call, keyword, index)
+        if value is not None:
+            columns += reader.columns(module, scopes, value, keyword)
+    arguments = [
+        f"{keyword}={ast.unparse(given)[:40]}"
+        for keyword in kinds.UNSUPPORTED_ARGUMENTS
+        if (given := argument(call, keyword, None)) is not None
+        and not (isinstance(given, ast.Constant) and given.value in (None, False))
+    ]
+    refused = [c for c in columns if c.builds is False]
+    unknown = [c for c in columns if c.builds is None]
+    built = [c for c in columns if c.builds]
+    head = f"a canned Estimator, {version}"
+    if refused or arguments:
+        what = [f"{_count(refused)}: {_list(refused)}"] if refused else []
+        what += [f"{', '.join(arguments)} (an argument it does not build)"] if arguments else []
+        text = (
+            f"{head}: keras_twin refuses {'; and '.join(what)}"
+            + (f"; it builds {_count(built)} ({_summary(built)})" if built else "")
+            + (f"; {_count(unknown)} unknown: {_list(unknown)}" if unknown else "")
+            + ". keras_twin raises ValueError naming them: rewrite them as columns it builds, "
+            "or write the Keras model by hand and map the Estimator's checkpoint with "
+            "restore_checkpoint(model, model_dir, 'auto'); its hooks go to fit"
         )
-    if unknown:
-        return (
-            "a canned Estimator: keras_twin builds numeric columns only and raises ValueError on "
-            "any other (categorical, bucketized, crossed, embedding, indicator); its columns "
-            f"here are unknown ({', '.join(dict.fromkeys(unknown))}: the syntax tree cannot "
-            "tell them): try keras_twin(estimator), which names what it cannot build; its hooks "
-            "go to fit"
+    elif unknown:
+        text = (
+            f"{head}: keras_twin builds {_count(built)} ({_summary(built)}); "
+            f"{_count(unknown)} unknown: {_list(unknown)}. keras_twin names what it cannot "
+            f"build: try {_how(name)}; {_NEXT}"
         )
-    return f"{catalog.CANNED_NEEDS} ({numeric} numeric columns)"
-
-
-def _columns(module: ModuleInfo, scopes: tuple, node: ast.AST, depth: int):
-    """Per column: ``numeric_column``, what keras_twin refuses (``bucketized_column``,
-    ``numeric_column with normalizer_fn``), or None (unknown)."""
-    if depth > _DEPTH:
-        yield None
-    elif isinstance(node, (ast.List, ast.Tuple)):
-        for element in node.elts:
-            yield from _columns(module, scopes, element, depth + 1)
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        yield from _columns(module, scopes, node.left, depth + 1)
-        yield from _columns(module, scopes, node.right, depth + 1)
-    elif isinstance(node, ast.Name):
-        value, where = module.binding_in(scopes, node.id)
-        if value is None:
-            yield None
-        else:
-            yield from _columns(module, where, value, depth + 1)
-    elif isinstance(node, ast.Call):
-        name = last_name(module.qualify(node.func))
-        if name == "numeric_column":
-            yield _numeric(node)
-        elif "_column" in name or name.startswith("shared_embedding"):
-            yield f"{name} ({_key(node)})" if _key(node) else name
-        else:
-            yield None
     else:
-        yield None
+        text = (
+            f"{head}: keras_twin builds its Keras model ({_count(built)}: "
+            f"{_summary(built) or 'none'}): {_how(name)}; {_NEXT}"
+        )
+    return text, tuple(columns)
 
 
-def _numeric(node: ast.Call) -> str:
-    normalizer = _argument(node, "normalizer_fn", 4)
-    if normalizer is not None and not (
-        isinstance(normalizer, ast.Constant) and normalizer.value is None
-    ):
-        return f"numeric_column with normalizer_fn ({_key(node)})"
-    shape = _argument(node, "shape", 1)
-    if isinstance(shape, (ast.Tuple, ast.List)) and len(shape.elts) > 1:
-        return f"numeric_column of shape {_text(shape)} ({_key(node)})"
-    return "numeric_column"
+def _version(qualified: str, kind: str) -> tuple[str, str]:
+    """The class keras_twin's string form takes, and which class the spelling makes."""
+    base = kind.removesuffix("V2")
+    parts = qualified.split(".")
+    if kind.endswith("V2"):
+        return kind, f"V2 ({kind})"
+    if "v1" in parts or (parts[0] == "tensorflow_estimator" and "canned" in parts):
+        return base, f"V1 ({base} of tf.compat.v1.estimator)"
+    if parts[:2] in (["tensorflow", "estimator"], ["tensorflow_estimator", "estimator"]):
+        return f"{base}V2", f"V2 ({base}V2: tf.estimator on TF 2; the V1 class on TF 1.x)"
+    return base, f"V1 or V2 (the tree cannot tell from {qualified or 'its name'})"
 
 
-def _key(node: ast.Call) -> str:
-    first = node.args[0] if node.args else _argument(node, "key", None)
-    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return _text(first) if first is not None else ""
+def _how(name: str) -> str:
+    return (
+        f"hookbridge.keras_twin(estimator) on TF 2.15, or keras_twin({name!r}, <its constructor "
+        "arguments>) on any stack"
+    )
 
 
-def _argument(call: ast.Call, keyword: str, index: int | None) -> ast.AST | None:
-    for k in call.keywords:
-        if k.arg == keyword:
-            return k.value
-    if index is not None and len(call.args) > index:
-        if not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-            return call.args[index]
-    return None
+def _count(columns: list[Column]) -> str:
+    return f"{len(columns)} feature column{'s' if len(columns) != 1 else ''}"
 
 
-def _text(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 40 else text[:37] + "..."
+def _summary(columns: list[Column]) -> str:
+    """Per argument, per type in order of appearance: ``type (key, key)``."""
+    parts = []
+    for argument_name in dict.fromkeys(c.argument for c in columns):
+        by_type: dict[str, list[str]] = {}
+        for c in columns:
+            if c.argument == argument_name:
+                by_type.setdefault(c.type, []).append(c.key)
+        text = ", ".join(f"{t} ({', '.join(keys)})" for t, keys in by_type.items())
+        parts.append(f"{argument_name}: {text}")
+    return "; ".join(parts)
+
+
+def _list(columns: list[Column]) -> str:
+    return "; ".join(
+        f"{c.argument}: {c.type or 'column'} ({c.key}) at {c.where}: {c.reason}"
+        if c.type
+        else f"{c.argument}: {c.key} at {c.where}: {c.reason}"
+        for c in columns
+    )

@@ -170,6 +170,8 @@ class _Walker:
                     if node.target.__class__ is ast.Name and node.value is not None:
                         key = (id(scopes[-1]) if scopes else None, node.target.id)
                         info.bindings.setdefault(key, []).append(node.value)
+                        if kind is ast.AugAssign:
+                            info.augmented[id(node.value)] = node
                     for value in children[kind](node):
                         push(value)
                 elif tag is _IMPORT:
@@ -208,6 +210,14 @@ class _Walker:
                     for name, item in zip(target.elts, value.elts):
                         if name.__class__ is ast.Name:
                             info.bindings.setdefault((scope, name.id), []).append(item)
+            elif target.__class__ in (ast.Tuple, ast.List):  # a, b = f(): a is f()[0]
+                for index, name in enumerate(target.elts):
+                    if name.__class__ is ast.Starred:
+                        break
+                    if name.__class__ is ast.Name:
+                        item = ast.Subscript(value, ast.Constant(index), ast.Load())
+                        ast.copy_location(item, value)
+                        info.unpacked.setdefault((scope, name.id), []).append(item)
         if value.__class__ is ast.Call:
             for target in node.targets:
                 if target.__class__ is ast.Name:

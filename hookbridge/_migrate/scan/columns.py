@@ -342,8 +342,11 @@ class Reader:
         elif parameter is not None:
             yield from self._parameter(at._replace(scopes=where), parameter, node.id, depth)
         else:
-            found = self._imported(m, m.qualify(node))
-            if not found:
+            qualified = m.qualify(node)
+            found = self._imported(m, qualified)
+            if not found and qualified and qualified != node.id:
+                yield _unknown(at, f"{node.id} comes from {qualified}, outside the scanned tree")
+            elif not found:
                 yield _unknown(at, f"{node.id} is not assigned in the scanned tree")
             for value in found:
                 yield from self._values(value, depth + 1)
@@ -353,7 +356,7 @@ class Reader:
         in the same scope)."""
         start, end = lines
         m, where = at.m, at.scopes
-        for call in m.calls:
+        for call in sorted(m.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
             func = call.node.func
             if (
                 isinstance(func, ast.Attribute)
@@ -454,7 +457,10 @@ class Reader:
             if bound is not None:
                 calls = [bound]
             else:
-                calls = list(self._call_sites(at.m, fn, depth))
+                calls = sorted(
+                    self._call_sites(at.m, fn, depth),
+                    key=lambda s: (s[0].path, s[1].node.lineno, s[1].node.col_offset),
+                )
             branches, sites = [], []
             for cm, call, env in calls:
                 given = argument_for(call.node, fn, name)

@@ -112,7 +112,9 @@ class Finding:
     columns: tuple = ()
 
     def as_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["columns"] = list(data["columns"])  # as JSON gives it back
+        return data
 
 
 @dataclasses.dataclass(frozen=True)

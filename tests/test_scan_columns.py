@@ -1,0 +1,387 @@
+"""``hookbridge scan``: a canned Estimator's feature columns, read from the syntax tree (issue 33
+item 5).
+
+``tests/fixtures/wide_deep_project`` is laid out like tensorflow/models official/r1/wide_deep:
+the columns are built in ``census_dataset.build_model_columns()``, which reaches
+``census_main.build_estimator`` as a parameter through ``wide_deep_run_loop.run_loop`` (shared
+with the movielens job, which passes another column function). Every row lists each column's
+type, its key and whether keras_twin builds it (:mod:`hookbridge._migrate.twins.kinds`), or
+says why the tree cannot tell. The scan never imports TensorFlow; only the last test does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hookbridge._migrate.scan import scan
+from hookbridge._migrate.scan.report import render
+from hookbridge._migrate.twins import kinds
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDE_DEEP = ROOT / "tests" / "fixtures" / "wide_deep_project"
+CENSUS_MAIN = "official/r1/wide_deep/census_main.py"
+
+WIDE = [
+    ("categorical_column_with_vocabulary_list", "education"),
+    ("categorical_column_with_vocabulary_list", "marital_status"),
+    ("categorical_column_with_vocabulary_list", "relationship"),
+    ("categorical_column_with_vocabulary_list", "workclass"),
+    ("categorical_column_with_hash_bucket", "occupation"),
+    ("bucketized_column", "age"),
+    ("crossed_column", "education x occupation"),
+    ("crossed_column", "age x education x occupation"),
+]
+DEEP = [
+    ("numeric_column", "age"),
+    ("numeric_column", "education_num"),
+    ("numeric_column", "capital_gain"),
+    ("numeric_column", "capital_loss"),
+    ("numeric_column", "hours_per_week"),
+    ("indicator_column", "workclass"),
+    ("indicator_column", "education"),
+    ("indicator_column", "marital_status"),
+    ("indicator_column", "relationship"),
+    ("embedding_column", "occupation"),
+]
+
+
+@pytest.fixture(scope="module")
+def wide_deep():
+    return scan(WIDE_DEEP)
+
+
+def _canned(result, path: str | None = None):
+    return {
+        (x.path, x.line): x
+        for x in result.findings
+        if x.kind == "entry-point" and x.columns and (path is None or x.path == path)
+    }
+
+
+def _shape(row):
+    return [(c.argument, c.type, c.key, c.builds) for c in row.columns]
+
+
+def _job(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / "job" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return tmp_path / "job"
+
+
+def _row(result, path: str, name_part: str = "estimator."):
+    rows = [
+        x
+        for x in result.findings
+        if x.kind == "entry-point" and x.path == path and name_part in x.name
+    ]
+    assert len(rows) == 1, [(x.line, x.name) for x in rows]
+    return rows[0]
+
+
+# ------------------------------------------------------- the census job, across three modules
+def test_census_columns_are_followed_from_the_function_another_module_passes(wide_deep):
+    rows = _canned(wide_deep, CENSUS_MAIN)
+    wide, deep, combined = (rows[k] for k in sorted(rows))
+    assert _shape(wide) == [("feature_columns", t, k, True) for t, k in WIDE]
+    assert _shape(deep) == [("feature_columns", t, k, True) for t, k in DEEP]
+    assert _shape(combined) == [("linear_feature_columns", t, k, True) for t, k in WIDE] + [
+        ("dnn_feature_columns", t, k, True) for t, k in DEEP
+    ]
+    # where each column is made: the helper's call for the vocabulary lists, the list for +=
+    assert combined.columns[0].where == "official/r1/wide_deep/census_dataset.py:10"
+    assert combined.columns[4].where == "official/r1/wide_deep/census_dataset.py:25"
+    assert "keras_twin builds its Keras model (18 feature columns" in combined.detail
+    assert (
+        "V2 (DNNLinearCombinedClassifierV2: tf.estimator on TF 2; the V1 class on TF 1.x)"
+        in combined.detail
+    )
+    assert "keras_twin('DNNLinearCombinedClassifierV2', <its constructor arguments>)" in (
+        combined.detail
+    )
+
+
+def test_each_caller_of_the_shared_run_loop_gives_its_own_columns(wide_deep):
+    # run_loop has two callers (census, movielens) passing two column functions: each
+    # build_estimator is called through the run_loop call that passes it, so its columns are
+    # that call's, not "unknown: callers differ" and never the other job's.
+    (movie,) = _canned(wide_deep, "official/r1/wide_deep/movielens_main.py").values()
+    assert _shape(movie) == [
+        ("feature_columns", "numeric_column", "genres", True),
+        ("feature_columns", "embedding_column", "user_id", True),
+        ("feature_columns", "embedding_column", "item_id", True),
+    ]
+    assert "V1 (DNNRegressor of tf.compat.v1.estimator)" in movie.detail  # the spelling tells
+    assert "keras_twin('DNNRegressor'," in movie.detail
+
+
+def test_a_scan_of_the_package_alone_resolves_its_longer_imports(wide_deep):
+    # `from official.r1.wide_deep import census_dataset` in a scan of wide_deep/ (modules named
+    # census_dataset, ...): found by the end of the dotted path.
+    alone = scan(WIDE_DEEP / "official" / "r1" / "wide_deep")
+    before = {line: _shape(x) for (_, line), x in _canned(wide_deep, CENSUS_MAIN).items()}
+    after = {line: _shape(x) for (_, line), x in _canned(alone, "census_main.py").items()}
+    assert after == before and len(after) == 3
+
+
+def test_the_json_and_text_reports_carry_the_columns(wide_deep):
+    data = json.loads(render(wide_deep, "json"))
+    rows = [d for d in data["findings"] if d["path"] == CENSUS_MAIN and d["columns"]]
+    combined = rows[-1]["columns"]
+    assert combined[6] == {
+        "argument": "linear_feature_columns",
+        "type": "crossed_column",
+        "key": "education x occupation",
+        "builds": True,
+        "reason": "",
+        "where": "official/r1/wide_deep/census_dataset.py:32",
+    }
+    assert all(d["columns"] == [] for d in data["findings"] if d["kind"] != "entry-point")
+    table = render(wide_deep, "table")
+    assert "dnn_feature_columns: numeric_column (age, education_num, capital_gain," in table
+
+
+def test_the_scan_imports_no_tensorflow():
+    code = (
+        "import sys\n"
+        "from hookbridge._migrate.scan import scan\n"
+        f"rows = [x for x in scan({str(WIDE_DEEP)!r}).findings if x.columns]\n"
+        "assert len(rows) == 4, rows\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'keras', 'tf_keras')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------- refused: every one, with its reason
+def test_every_column_keras_twin_does_not_build_is_named_at_once(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "cols.py": """
+            import tensorflow as tf
+            import tensorflow.compat.v1 as v1
+            fc = tf.feature_column
+
+            def make():
+                clicks = fc.sequence_numeric_column("clicks")
+                words = fc.sequence_categorical_column_with_identity("words", 100)
+                city = fc.categorical_column_with_hash_bucket("city", 50)
+                shop = fc.categorical_column_with_identity("shop", 20)
+                old = v1.feature_column.shared_embedding_columns([city, shop], 4)
+                return [clicks, fc.embedding_column(words, 4), fc.numeric_column("n")] + old
+            """,
+            "train.py": """
+            import tensorflow.compat.v1 as tf
+            from cols import make
+
+            est = tf.estimator.DNNClassifier([8], make())
+            legacy = tf.estimator.LinearRegressor([tf.contrib.layers.real_valued_column("x")])
+            """,
+        },
+    )
+    result = scan(job)
+    row = _row(result, "train.py", "DNNClassifier")
+    assert _shape(row) == [
+        ("feature_columns", "sequence_numeric_column", "clicks", False),
+        ("feature_columns", "embedding_column", "words", False),
+        ("feature_columns", "numeric_column", "n", True),
+        ("feature_columns", "shared_embedding_columns", "city", False),
+        ("feature_columns", "shared_embedding_columns", "shop", False),
+    ]
+    reasons = [c.reason for c in row.columns]
+    assert reasons[0] == kinds.refusal("sequence_numeric_column")
+    assert reasons[1].startswith("over sequence_categorical_column_with_identity (words)")
+    assert "tf.feature_column.shared_embeddings" in reasons[3]
+    assert row.detail.count(" at cols.py:") == 4  # each refused column, where it is made
+    assert "keras_twin refuses 4 feature columns" in row.detail
+    assert "V1 (DNNClassifier of tf.compat.v1.estimator)" in row.detail
+    assert "builds its Keras model" not in row.detail
+    contrib = _row(result, "train.py", "LinearRegressor")
+    assert _shape(contrib) == [("feature_columns", "real_valued_column", "x", False)]
+    assert contrib.columns[0].reason == kinds.CONTRIB_REASON
+
+
+def test_shared_embeddings_and_the_supported_set(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "train.py": """
+            import tensorflow as tf
+            fc = tf.feature_column
+
+            user = fc.categorical_column_with_vocabulary_file("user", "users.txt")
+            item = fc.categorical_column_with_vocabulary_file("item", "items.txt")
+            rated = fc.weighted_categorical_column(
+                fc.categorical_column_with_identity("shop", 9), "rating"
+            )
+            user_emb, item_emb = fc.shared_embeddings([user, item], 8)
+            price = fc.numeric_column("price", shape=(2,), normalizer_fn=lambda x: x / 10)
+            est = tf.estimator.DNNLinearCombinedRegressor(
+                linear_feature_columns=[rated, fc.bucketized_column(price, [1.0, 5.0])],
+                dnn_feature_columns=[user_emb, item_emb, fc.indicator_column(user), price],
+            )
+            """
+        },
+    )
+    row = _row(scan(job), "train.py")
+    assert [(c.type, c.key, c.builds) for c in row.columns] == [
+        ("weighted_categorical_column", "shop", True),
+        ("bucketized_column", "price", True),
+        ("shared_embeddings", "user", True),
+        ("shared_embeddings", "item", True),
+        ("indicator_column", "user", True),
+        ("numeric_column", "price", True),
+    ]
+    assert {c.type for c in row.columns} | {
+        "categorical_column_with_vocabulary_file",
+        "categorical_column_with_identity",
+        "categorical_column_with_vocabulary_list",
+        "categorical_column_with_hash_bucket",
+        "crossed_column",
+        "embedding_column",
+    } == kinds.SUPPORTED_FUNCTIONS
+
+
+# ------------------------------------------------------- unknown: never a guess
+def test_what_the_tree_cannot_tell_is_unknown_with_the_reason(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "train.py": """
+            import tensorflow as tf
+            from somewhere_else import columns_from_config
+
+            fc = tf.feature_column
+
+            def orphan(columns):
+                return tf.estimator.LinearClassifier(columns)
+
+            def two_callers(columns):
+                return tf.estimator.DNNClassifier([4], columns)
+
+            def two_returns(flag):
+                if flag:
+                    return [fc.numeric_column("a")]
+                return [fc.sequence_numeric_column("b")]
+
+            two_callers([fc.numeric_column("x")])
+            two_callers([fc.categorical_column_with_identity("y", 3)])
+            other = tf.estimator.LinearRegressor(two_returns(True))
+            outside = tf.estimator.DNNRegressor([4], columns_from_config())
+            """
+        },
+    )
+    result = scan(job)
+    rows = {x.name: x for x in result.findings if x.kind == "entry-point"}
+    expected = {
+        "tf.estimator.LinearClassifier": "columns is a parameter of orphan, and no call of "
+        "orphan in the scanned tree gives it",
+        "tf.estimator.DNNClassifier": "the calls of two_callers at train.py:18, train.py:19 "
+        "give different columns",
+        "tf.estimator.LinearRegressor": "the return statements of two_returns (lines 15, 16) "
+        "give different columns",
+        "tf.estimator.DNNRegressor": "columns_from_config comes from "
+        "somewhere_else.columns_from_config, outside the scanned tree",
+    }
+    for name, reason in expected.items():
+        row = rows[name]
+        assert [c.builds for c in row.columns] == [None], (name, row.columns)
+        assert reason in row.columns[0].reason, (name, row.columns[0].reason)
+        assert "1 feature column unknown" in row.detail and "builds its Keras model" not in (
+            row.detail
+        )
+
+
+def test_lists_built_in_steps(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "train.py": """
+            import tensorflow as tf
+            fc = tf.feature_column
+            NUMERIC = ["age", "hours"]
+
+            def columns():
+                out = [fc.numeric_column(k) for k in NUMERIC]
+                out = out + [fc.categorical_column_with_hash_bucket("city", 10)]
+                out += [fc.numeric_column("late")]
+                out.append(fc.indicator_column(fc.categorical_column_with_identity("d", 7)))
+                out.extend(list((fc.numeric_column("e"),)))
+                return out
+
+            wide, deep = [], columns()
+            est = tf.estimator.DNNLinearCombinedClassifier(
+                linear_feature_columns=wide, dnn_feature_columns=deep
+            )
+            per_item = tf.estimator.DNNClassifier(
+                [4], [fc.numeric_column(k) for k in read_keys()]
+            )
+            """
+        },
+    )
+    result = scan(job)
+    row = _row(result, "train.py", "DNNLinearCombined")
+    assert [(c.type, c.key) for c in row.columns] == [
+        ("numeric_column", "age"),
+        ("numeric_column", "hours"),
+        ("categorical_column_with_hash_bucket", "city"),
+        ("numeric_column", "late"),
+        ("indicator_column", "d"),
+        ("numeric_column", "e"),
+    ]
+    assert all(c.builds for c in row.columns)
+    per_item = _row(result, "train.py", "DNNClassifier")
+    assert _shape(per_item) == [
+        ("feature_columns", "numeric_column", "one per k in read_keys()", True)
+    ]
+
+
+# ------------------------------------------------------- the one list, against TensorFlow
+def test_the_supported_list_names_what_tensorflow_builds():
+    tf = pytest.importorskip("tensorflow")
+    from tensorflow.python.feature_column import feature_column_v2 as fc_v2
+
+    fc = tf.feature_column
+    graph = tf.Graph()  # shared embeddings (V1 and V2) refuse eager execution
+    with graph.as_default():
+        city = fc.categorical_column_with_hash_bucket("city", 10)
+        shop = fc.categorical_column_with_identity("shop", 10)
+        shop2 = fc.categorical_column_with_identity("shop2", 10)
+        age = fc.numeric_column("age")
+        made = {
+            "numeric_column": age,
+            "bucketized_column": fc.bucketized_column(age, [1.0]),
+            "categorical_column_with_vocabulary_list": fc.categorical_column_with_vocabulary_list(
+                "w", ["a"]
+            ),
+            "categorical_column_with_vocabulary_file": fc.categorical_column_with_vocabulary_file(
+                "w", "vocabulary.txt", vocabulary_size=1
+            ),
+            "categorical_column_with_hash_bucket": city,
+            "categorical_column_with_identity": shop,
+            "crossed_column": fc.crossed_column([shop, "x"], 10),
+            "embedding_column": fc.embedding_column(city, 2),
+            "indicator_column": fc.indicator_column(city),
+            "weighted_categorical_column": fc.weighted_categorical_column(shop, "weight"),
+            "shared_embeddings": fc.shared_embeddings([shop, shop2], 2)[0],
+        }
+    assert set(made) == kinds.SUPPORTED_FUNCTIONS
+    for kind in kinds.SUPPORTED_COLUMNS:
+        assert type(made[kind.function]) is getattr(fc_v2, kind.cls), kind
+    with graph.as_default():
+        old = tf.compat.v1.feature_column.shared_embedding_columns([shop, shop2], 2)[0]
+    assert type(old).__name__ not in kinds.SUPPORTED_CLASSES  # refused: named otherwise
+    assert kinds.refusal("shared_embedding_columns")

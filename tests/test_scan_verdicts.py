@@ -11,7 +11,6 @@ the bridge's behaviour each verdict states is measured here: the bridge's real g
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

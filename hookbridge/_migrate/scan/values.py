@@ -1,0 +1,409 @@
+"""Following a value through a scanned project's syntax tree (for :mod:`.columns`).
+
+:class:`Values` evaluates an expression as far as the tree goes: a name to its last assignment
+before the use (``+=``, ``append``/``extend`` and tuple unpacking included), an attribute or
+name to a module-level value of another scanned module (also imported under a longer path), a
+call of a scanned function to what it returns, a parameter to what the call that led there
+gives it (:attr:`At.env`) or else to what every scanned call of its function gives it (a
+function passed as an argument included: ``run_loop(build_estimator_fn=build_estimator)``, then
+``build_estimator_fn(...)`` inside), ``functools.partial``, ``list(...)`` and indexing. The
+result is values the caller reads (lists, ``+``, comprehensions, feature-column calls), and
+:class:`Unknown` with the reason where the tree cannot tell; values that differ by path (two
+callers, two ``return``) come as one :class:`Either`, never as a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from hookbridge._migrate.scan.classes import is_tf, last_name
+from hookbridge._migrate.scan.flow import Forwarded, argument_for
+from hookbridge._migrate.scan.modules import Call, ModuleInfo
+from hookbridge._migrate.twins import kinds
+
+DEPTH = 24
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: Arguments of a column function holding other columns (or raw keys): (keyword, position).
+_MUTATORS = frozenset({"append", "extend", "insert"})
+
+
+class At(NamedTuple):
+    m: ModuleInfo
+    scopes: tuple
+    node: ast.AST
+    #: The calls whose arguments the parameters of the functions around ``node`` hold:
+    #: ((id(function), (module, Call, the caller's env)), ...), innermost first. A value read
+    #: inside a function reached through a call (``_vocabulary("education", ...)``) takes that
+    #: call's arguments, not those of every call of the function.
+    env: tuple = ()
+
+
+class Unknown(NamedTuple):
+    where: str
+    text: str
+    reason: str
+
+
+class Either(NamedTuple):
+    """Values that differ by path: one list per branch (two callers, two ``return``)."""
+
+    what: str  # "the callers at a.py:3, b.py:9" / "build's return statements (lines 4, 7)"
+    branches: tuple[tuple, ...]
+
+
+Item = At | Unknown | Either
+
+
+def short_text(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 48 else text[:45] + "..."
+
+
+def unknown(at: At, reason: str) -> Unknown:
+    return Unknown(f"{at.m.path}:{getattr(at.node, 'lineno', 1)}", short_text(at.node), reason)
+
+
+def column_function(m: ModuleInfo, node: ast.Call) -> str | None:
+    """The qualified name of a feature-column function ``node`` calls, else None."""
+    qualified = m.qualify(node.func)
+    last = last_name(qualified)
+    if not is_tf(qualified):
+        return None
+    if last.endswith(("_column", "_columns")) or last.startswith("sequence_"):
+        return qualified
+    return qualified if last in kinds.SUPPORTED_FUNCTIONS else None
+
+
+class Values:
+    """Evaluates expressions across a scanned project (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._active: set[tuple[int, str]] = set()
+
+    def _values(self, at: At, depth: int) -> Iterator[Item]:
+        """What ``at`` evaluates to, followed through names, calls and indexing."""
+        m, node = at.m, at.node
+        if depth > DEPTH:
+            yield unknown(at, "nested too deep to follow")
+        elif isinstance(node, ast.Name):
+            yield from self._name(at, depth)
+        elif isinstance(node, ast.Attribute):
+            found = self._imported(m, m.qualify(node))
+            if not found:
+                yield unknown(at, f"{short_text(node)} is not a name of the scanned tree")
+            for value in found:
+                yield from self._values(value, depth + 1)
+        elif isinstance(node, ast.Subscript):
+            index = node.slice
+            if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
+                yield unknown(at, "an index the tree cannot read")
+                return
+            bases = list(self._values(at._replace(node=node.value), depth + 1))
+            if len(bases) == 1:
+                yield self._pick(bases[0], index.value, depth)
+            else:  # x = [..]; x += [..]; x[0]
+                yield unknown(at, "an index into a value built in several steps")
+        elif isinstance(node, ast.Call) and not column_function(m, node):
+            yield from self._call(at, depth)
+        else:
+            yield at  # lists, +, comprehensions, column calls, constants, functions
+
+    def _pick(self, base: Item, index: int, depth: int) -> Item:
+        if isinstance(base, Unknown):
+            return base
+        if isinstance(base, Either):
+            return base._replace(
+                branches=tuple(
+                    (self._pick(b[0], index, depth),)
+                    if len(b) == 1
+                    else (Unknown("", "", "an index into a value built in several steps"),)
+                    for b in base.branches
+                )
+            )
+        m, node = base.m, base.node
+        if isinstance(node, (ast.List, ast.Tuple)):
+            elements = node.elts
+            if len(elements) > index and not any(
+                isinstance(e, ast.Starred) for e in elements[: index + 1]
+            ):
+                found = list(self._values(base._replace(node=elements[index]), depth + 1))
+                return found[0] if len(found) == 1 else Either("", (tuple(found),))
+        if isinstance(node, ast.Call) and last_name(column_function(m, node)) in (
+            kinds.LIST_FUNCTIONS
+        ):
+            pick = ast.Subscript(node, ast.Constant(index), ast.Load())
+            return base._replace(node=ast.copy_location(pick, node))
+        return unknown(base, f"item {index} of a value the tree cannot index")
+
+    def _name(self, at: At, depth: int) -> Iterator[Item]:
+        m, scopes, node = at[:3]
+        values, where, parameter = _binding(m, scopes, node.id, node.lineno)
+        if values:
+            for value in values:
+                if id(value) in m.augmented and not isinstance(m.augmented[id(value)].op, ast.Add):
+                    yield unknown(at._replace(node=value), "changed by an operator other than +=")
+                    continue
+                yield from self._values(At(m, where, value, at.env), depth + 1)
+            end = node.lineno if where == scopes else None
+            yield from self._mutations(
+                at._replace(scopes=where), node.id, (values[0].lineno, end), depth
+            )
+        elif parameter is not None:
+            yield from self._parameter(at._replace(scopes=where), parameter, node.id, depth)
+        else:
+            qualified = m.qualify(node)
+            found = self._imported(m, qualified)
+            if not found and qualified and qualified != node.id:
+                yield unknown(at, f"{node.id} comes from {qualified}, outside the scanned tree")
+            elif not found:
+                yield unknown(at, f"{node.id} is not assigned in the scanned tree")
+            for value in found:
+                yield from self._values(value, depth + 1)
+
+    def _mutations(self, at: At, name: str, lines: tuple, depth: int) -> Iterator[Item]:
+        """``name.append(x)`` / ``extend(xs)`` after its last assignment (and before the use,
+        in the same scope)."""
+        start, end = lines
+        m, where = at.m, at.scopes
+        for call in sorted(m.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
+            func = call.node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in _MUTATORS
+                and isinstance(func.value, ast.Name)
+                and func.value.id == name
+                and call.scopes == where
+                and call.node.lineno >= start
+                and (end is None or call.node.lineno < end)
+                and call.node.args
+            ):
+                value = call.node.args[-1]
+                if func.attr == "extend":
+                    yield from self._values(at._replace(node=value), depth + 1)
+                else:
+                    yield at._replace(node=ast.copy_location(ast.List([value], ast.Load()), value))
+
+    def _imported(self, m: ModuleInfo, qualified: str | None) -> list[At]:
+        """A module-level name of another scanned module (its assignments), else ``[]``."""
+        if not qualified or "." not in qualified:
+            return []
+        name, _, attr = qualified.rpartition(".")
+        find = getattr(m.project, "find", None)
+        other = find(name) if find is not None else m.project.get(name)
+        if other is None or other is m:
+            return []
+        values, where, _ = _binding(other, (), attr, None)
+        return [At(other, where, value) for value in values]
+
+    def _call(self, at: At, depth: int) -> Iterator[Item]:
+        m, scopes, node = at[:3]
+        func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id in ("list", "tuple")
+            and len(node.args) == 1
+            and not _binding(m, scopes, func.id, None)[0]
+        ):
+            yield from self._values(at._replace(node=node.args[0]), depth + 1)
+            return
+        if _is_partial(m, node):
+            yield at  # a function value: calling it is read by _returned
+            return
+        for item in self._values(at._replace(node=func), depth + 1):
+            yield self._returned(item, at, depth)
+
+    def _returned(self, item: Item, at: At, depth: int) -> Item:
+        """What the call ``at`` of the function ``item`` returns."""
+        if isinstance(item, Unknown):
+            return unknown(at, f"calls {item.text}: {item.reason}")
+        if isinstance(item, Either):
+            branches = tuple(
+                tuple([self._returned(i, at, depth) for i in b]) for b in item.branches
+            )
+            return item._replace(branches=branches)
+        m, scopes, fn, env = item
+        call = Call(at.node, at.scopes)
+        if _is_partial(m, fn) and not isinstance(fn.args[0], ast.Starred):
+            # functools.partial(build_model_columns, dataset=...)(): the function, given the
+            # partial's arguments (when the call adds none)
+            bound = ast.copy_location(ast.Call(fn.args[0], fn.args[1:], fn.keywords), fn)
+            inner = item._replace(node=bound)
+            if at.node.args or at.node.keywords:
+                inner = inner._replace(env=())
+            found = [
+                self._returned(i, inner, depth + 1)
+                for i in self._values(item._replace(node=fn.args[0]), depth + 1)
+            ]
+            return found[0] if len(found) == 1 else Either("", (tuple(found),))
+        if not isinstance(fn, SCOPES):
+            return unknown(
+                at, f"calls {short_text(fn)}, which the tree does not read as a function"
+            )
+        inner_env = ((id(fn), (at.m, call, at.env)), *env)
+        values = [fn.body] if isinstance(fn, ast.Lambda) else m.returned.get(id(fn), [])
+        if not values:
+            return unknown(at, f"{fn.name} returns nothing the tree can read")
+        branches = tuple(
+            tuple(self._values(At(m, (*scopes, fn), value, inner_env), depth + 1))
+            for value in values
+        )
+        if len(branches) == 1 and len(branches[0]) == 1:
+            return branches[0][0]
+        if len(branches) == 1:
+            return Either("", branches)
+        lines = ", ".join(str(v.lineno) for v in sorted(values, key=lambda v: v.lineno))
+        return Either(f"the return statements of {fn.name} (lines {lines})", branches)
+
+    def _parameter(self, at: At, fn: ast.AST, name: str, depth: int) -> Iterator[Item]:
+        """A parameter's value: what the call that led here gives it (``at.env``), else what
+        each scanned call of its function gives it."""
+        key = (id(fn), name)
+        bound = dict(at.env).get(id(fn))
+        if bound is None and (isinstance(fn, ast.Lambda) or key in self._active):
+            yield unknown(at, f"{name} is a parameter the tree does not follow")
+            return
+        self._active.add(key)
+        try:
+            if bound is not None:
+                calls = [bound]
+            else:
+                calls = sorted(
+                    self._call_sites(at.m, fn, depth),
+                    key=lambda s: (s[0].path, s[1].node.lineno, s[1].node.col_offset),
+                )
+            branches, sites = [], []
+            for cm, call, env in calls:
+                given = argument_for(call.node, fn, name)
+                site = f"{cm.path}:{call.node.lineno}"
+                if given is None and _default(fn, name) is not None:
+                    value = _default(fn, name)
+                    branches.append(tuple(self._values(at._replace(node=value), depth + 1)))
+                elif given is None or isinstance(given, Forwarded):
+                    how = "passes it on through **kwargs" if given else "does not give it"
+                    reason = f"{name}: the call of {fn.name} at {site} {how}"
+                    branches.append((unknown(at, reason),))
+                else:
+                    found = self._values(At(cm, call.scopes, given, env), depth + 1)
+                    branches.append(tuple(found))
+                sites.append(site)
+        finally:
+            self._active.discard(key)
+        if not branches:
+            yield unknown(
+                at,
+                f"{name} is a parameter of {fn.name}, and no call of {fn.name} in the scanned "
+                "tree gives it",
+            )
+        elif len(branches) == 1:
+            yield from branches[0]
+        else:
+            yield Either(f"the calls of {fn.name} at {', '.join(sites)}", tuple(branches))
+
+    def _call_sites(self, m: ModuleInfo, fn: ast.AST, depth: int):
+        """The calls of ``fn`` in the scanned tree, each with the env its arguments are read
+        in: by its name, and through a parameter of a scanned function it is passed to
+        (``run_loop(build_estimator_fn=build_estimator)``, then ``build_estimator_fn(...)``
+        inside ``run_loop``, whose parameters hold that call's arguments)."""
+        naming = getattr(m.project, "naming", None)
+        modules = naming(fn.name) if naming is not None else [m]
+        for other in modules:
+            for call in other.calls:
+                node = call.node
+                func = node.func
+                written = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if written == fn.name and self._is(other, call.scopes, func, fn, depth):
+                    yield other, call, ()
+                given = [(a, i, None) for i, a in enumerate(node.args)]
+                given += [(k.value, None, k.arg) for k in node.keywords if k.arg]
+                for value, index, keyword in given:
+                    if not (
+                        isinstance(value, (ast.Name, ast.Attribute))
+                        and _last(value) == fn.name
+                        and self._is(other, call.scopes, value, fn, depth)
+                    ):
+                        continue
+                    for target in self._values(At(other, call.scopes, func), depth + 1):
+                        if isinstance(target, At) and isinstance(target.node, SCOPES[:2]):
+                            env = ((id(target.node), (other, call, ())),)
+                            for inner_module, inner in _through(target, index, keyword):
+                                yield inner_module, inner, env
+
+    def _is(self, m, scopes, node, fn, depth) -> bool:
+        return any(
+            isinstance(item, At) and item.node is fn
+            for item in self._values(At(m, scopes, node), depth + 1)
+        )
+
+
+def _is_partial(m: ModuleInfo, node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and last_name(m.qualify(node.func)) == "partial"
+        and bool(node.args)
+    )
+
+
+def _default(fn: ast.AST, name: str) -> ast.AST | None:
+    args = getattr(fn, "args", None)
+    if not isinstance(args, ast.arguments):
+        return None
+    positional = args.posonlyargs + args.args
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        if arg.arg == name:
+            return default
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if arg.arg == name and default is not None:
+            return default
+    return None
+
+
+def _last(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _through(target: At, index: int | None, keyword: str | None):
+    """The calls, inside the function ``target``, of its parameter at ``index``/``keyword``."""
+    g = target.node
+    positional = [a.arg for a in g.args.posonlyargs + g.args.args]
+    named = set(positional) | {a.arg for a in g.args.kwonlyargs}
+    name = keyword if keyword in named else None
+    if name is None and index is not None and index < len(positional):
+        name = positional[index]
+    if name is None:
+        return
+    for call in target.m.calls:
+        func = call.node.func
+        if isinstance(func, ast.Name) and func.id == name and g in call.scopes:
+            yield target.m, call
+
+
+def _binding(m: ModuleInfo, scopes: tuple, name: str, line: int | None):
+    """(values, scopes of the assignment, parameter scope): the last assignment of ``name``
+    before ``line`` in the innermost scope that assigns it, with the ``+=`` on top of it."""
+    for depth in range(len(scopes), -1, -1):
+        scope = scopes[depth - 1] if depth else None
+        key = (None if scope is None else id(scope), name)
+        candidates = m.bindings.get(key, []) + m.unpacked.get(key, [])
+        if depth == len(scopes) and line is not None:  # used where it is assigned
+            candidates = [v for v in candidates if v.lineno < line]
+        if candidates:
+            candidates.sort(key=lambda v: (v.lineno, v.col_offset), reverse=True)
+            chain = []
+            for value in candidates:
+                chain.append(value)
+                if id(value) not in m.augmented:
+                    break
+            return chain[::-1], scopes[:depth], None
+        if scope is not None and _is_parameter(scope, name):
+            return [], scopes[:depth], scope
+    return [], (), None
+
+
+def _is_parameter(scope: ast.AST, name: str) -> bool:
+    args = getattr(scope, "args", None)
+    if not isinstance(args, ast.arguments):
+        return False
+    every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
+    return any(a is not None and a.arg == name for a in every)

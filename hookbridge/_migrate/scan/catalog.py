@@ -181,12 +181,6 @@ KERAS_TWINS: Final = frozenset(
         "DNNLinearCombinedRegressor",
     }
 )
-#: What a canned Estimator needs to move to Keras.
-CANNED_NEEDS: Final = (
-    "a canned Estimator: hookbridge.keras_twin(estimator) builds its Keras model (numeric "
-    "columns; it names what it cannot build), restore_checkpoint(twin, model_dir, 'auto') "
-    "continues from its checkpoints; its hooks go to fit"
-)
 CANNED_BY_HAND: Final = (
     "a canned Estimator hookbridge.keras_twin does not build: write its Keras model and map "
     "the Estimator's checkpoint with restore_checkpoint(model, model_dir, 'auto'); its hooks "

@@ -607,3 +607,43 @@ def default_export_outputs(export_outputs: Any, predictions: Any) -> dict[str, A
     from tensorflow.python.saved_model.model_utils import export_utils
 
     return export_utils.get_export_outputs(export_outputs, predictions)
+
+
+# ---- twins: twinopt ----
+def keras_optimizer_variable_index(optimizer: Any, variable: Any) -> int:
+    """The index of ``variable`` in a built Keras 3 / Keras 2.11+ optimizer's slot lists:
+    Keras 3's private ``_get_variable_index``, Keras 2.11+'s private ``_index_dict`` keyed by
+    ``_var_key`` (a ``tf.Variable`` or a Keras 3 variable)."""
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        return optimizer._get_variable_index(variable)
+    return optimizer._index_dict[optimizer._var_key(variable)]
+
+
+def keras_optimizer_slot_variable(optimizer: Any, variable: Any, slot: str, value: float) -> Any:
+    """A new slot variable of a Keras 3 / Keras 2.11+ optimizer shaped like ``variable``, filled
+    with ``value`` (``add_variable_from_reference``, whose arguments differ between the two)."""
+    import inspect
+
+    params = inspect.signature(optimizer.add_variable_from_reference).parameters
+    if "initializer" in params:  # Keras 3
+        import keras
+
+        return optimizer.add_variable_from_reference(
+            variable, slot, initializer=keras.initializers.Constant(value)
+        )
+    return optimizer.add_variable_from_reference(  # Keras 2.11+
+        variable, slot, initial_value=tf.fill(variable.shape, tf.cast(value, variable.dtype))
+    )
+
+
+def keras2_optimizer_set_learning_rate(optimizer: Any, learning_rate: Any) -> None:
+    """Sets a Keras 2.11+ optimizer subclass's learning rate as its own subclasses do in
+    ``__init__`` (private ``_build_learning_rate``: a variable, or the schedule kept)."""
+    optimizer._learning_rate = optimizer._build_learning_rate(learning_rate)
+
+
+def mark_keras_optimizer_built(optimizer: Any) -> None:
+    """Marks a Keras optimizer subclass built at the end of its ``build``, as Keras's own do:
+    Keras 2.11+'s private ``_built`` (Keras 3's base ``build`` sets the public ``built``)."""
+    if not hasattr(optimizer, "_get_variable_index"):  # Keras 2.11+
+        optimizer._built = True

@@ -179,7 +179,11 @@ def set_step(optimizer: Any, step: int) -> None:
 
 
 def keras_family(optimizer: Any) -> str | None:
-    return _KERAS_FAMILY.get(type(inner(optimizer)).__name__)
+    """The family of TF1 state a Keras optimizer continues: its class's ``estimator_family``
+    (the twins' optimizers, ``twins/optimizer_kernels.py``), else by its class name."""
+    optimizer = inner(optimizer)
+    family = getattr(type(optimizer), "estimator_family", None)
+    return family or _KERAS_FAMILY.get(type(optimizer).__name__)
 
 
 def optimizers(model: Any) -> list[Any]:

@@ -616,3 +616,41 @@ def test_default_export_outputs_is_the_default_serving_predict_output():
         assert outputs["serving_default"].outputs == predictions
         with pytest.raises(TypeError, match="ExportOutput"):
             _tfcompat.default_export_outputs({"a": 1}, predictions)
+
+
+# ---- twins: twinopt ----
+def test_keras_optimizer_subclass_hooks_of_the_twins_optimizers():
+    """The Keras 3 / Keras 2.11+ private hooks the twins' optimizers use
+    (``twins/optimizer_kernels.py``): the index of a variable in the slot lists, a slot created
+    like a variable, the Keras 2 learning rate set, the Keras 2 built flag."""
+    keras = tf.keras
+
+    class Probe(keras.optimizers.Optimizer):
+        def __init__(self):
+            if str(getattr(keras, "__version__", "2")).startswith("3"):
+                super().__init__(learning_rate=0.25, name="probe")
+            else:
+                super().__init__(name="probe", jit_compile=False)
+                _tfcompat.keras2_optimizer_set_learning_rate(self, 0.25)
+
+        def build(self, var_list):
+            super().build(var_list)
+            self._accumulators = [
+                _tfcompat.keras_optimizer_slot_variable(self, v, "accumulator", 0.5)
+                for v in var_list]
+            _tfcompat.mark_keras_optimizer_built(self)
+
+        def update_step(self, gradient, variable, learning_rate=None):
+            pass
+
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([[3.0]])
+    probe = Probe()
+    probe.build([a, b])
+    assert np.isclose(float(np.asarray(probe.learning_rate)), 0.25)
+    assert _tfcompat.keras_optimizer_variable_index(probe, b) == 1, (
+        "the Keras optimizer's variable index moved: update keras_optimizer_variable_index")
+    slot = probe._accumulators[_tfcompat.keras_optimizer_variable_index(probe, a)]
+    np.testing.assert_array_equal(np.asarray(slot.numpy()), [0.5, 0.5])
+    assert _tfcompat.keras_optimizer_owns(probe, a) is True, (
+        "the Keras 2 built flag moved: update mark_keras_optimizer_built")
+    assert _tfcompat.keras_optimizer_slot(probe, b, "accumulator") is probe._accumulators[1]

@@ -28,15 +28,27 @@ from typing import Any
 DEFAULTS = {
     ("Adagrad", "tf1"): {"initial_accumulator_value": 0.1},
     ("Adagrad", "keras"): {
-        "learning_rate": 0.001, "initial_accumulator_value": 0.1, "epsilon": 1e-7},
+        "learning_rate": 0.001,
+        "initial_accumulator_value": 0.1,
+        "epsilon": 1e-7,
+    },
     ("Ftrl", "tf1"): {
-        "learning_rate_power": -0.5, "initial_accumulator_value": 0.1,
-        "l1_regularization_strength": 0.0, "l2_regularization_strength": 0.0,
-        "l2_shrinkage_regularization_strength": 0.0, "beta": 0.0},
+        "learning_rate_power": -0.5,
+        "initial_accumulator_value": 0.1,
+        "l1_regularization_strength": 0.0,
+        "l2_regularization_strength": 0.0,
+        "l2_shrinkage_regularization_strength": 0.0,
+        "beta": 0.0,
+    },
     ("Ftrl", "keras"): {
-        "learning_rate": 0.001, "learning_rate_power": -0.5, "initial_accumulator_value": 0.1,
-        "l1_regularization_strength": 0.0, "l2_regularization_strength": 0.0,
-        "l2_shrinkage_regularization_strength": 0.0, "beta": 0.0},
+        "learning_rate": 0.001,
+        "learning_rate_power": -0.5,
+        "initial_accumulator_value": 0.1,
+        "l1_regularization_strength": 0.0,
+        "l2_regularization_strength": 0.0,
+        "l2_shrinkage_regularization_strength": 0.0,
+        "beta": 0.0,
+    },
     ("SGD", "tf1"): {},
     ("SGD", "keras"): {"learning_rate": 0.01},
 }
@@ -67,13 +79,16 @@ def _adagrad(opt: Any, var: Any, lr: Any, grad: Any, indices: Any) -> Any:
         if indices is None:
             return raw.ResourceApplyAdagrad(var=_handle(var), accum=acc, lr=lr, grad=grad)
         return raw.ResourceSparseApplyAdagrad(
-            var=_handle(var), accum=acc, lr=lr, grad=grad, indices=indices)
+            var=_handle(var), accum=acc, lr=lr, grad=grad, indices=indices
+        )
     eps = tf.cast(opt.epsilon, grad.dtype)  # legacy Keras: var -= lr * g / (sqrt(acc) + eps)
     if indices is None:
         return raw.ResourceApplyAdagradV2(
-            var=_handle(var), accum=acc, lr=lr, epsilon=eps, grad=grad)
+            var=_handle(var), accum=acc, lr=lr, epsilon=eps, grad=grad
+        )
     return raw.ResourceSparseApplyAdagradV2(
-        var=_handle(var), accum=acc, lr=lr, epsilon=eps, grad=grad, indices=indices)
+        var=_handle(var), accum=acc, lr=lr, epsilon=eps, grad=grad, indices=indices
+    )
 
 
 def _ftrl(opt: Any, var: Any, lr: Any, grad: Any, indices: Any) -> Any:
@@ -83,10 +98,10 @@ def _ftrl(opt: Any, var: Any, lr: Any, grad: Any, indices: Any) -> Any:
     if opt.flavor == "tf1" and isinstance(opt.lr_value, float):
         # TF1's _prepare folds beta into l2 in Python (float64), then casts.
         l2 = tf.constant(
-            opt.l2_regularization_strength + opt.beta / (2.0 * max(opt.lr_value, 1e-36)), dtype)
+            opt.l2_regularization_strength + opt.beta / (2.0 * max(opt.lr_value, 1e-36)), dtype
+        )
     else:  # legacy Keras: in float32, from the learning rate tensor
-        l2 = tf.cast(opt.l2_regularization_strength, dtype) + tf.cast(opt.beta, dtype) / (
-            2.0 * lr)
+        l2 = tf.cast(opt.l2_regularization_strength, dtype) + tf.cast(opt.beta, dtype) / (2.0 * lr)
     args = {
         "var": _handle(var),
         "accum": _handle(opt.slot(var, "accumulator")),
@@ -103,7 +118,8 @@ def _ftrl(opt: Any, var: Any, lr: Any, grad: Any, indices: Any) -> Any:
     if indices is not None:
         args["indices"] = indices
     name = ("ResourceSparseApplyFtrl" if indices is not None else "ResourceApplyFtrl") + (
-        "V2" if shrinkage else "")
+        "V2" if shrinkage else ""
+    )
     return getattr(tf.raw_ops, name)(**args)
 
 
@@ -116,14 +132,17 @@ def _sgd(opt: Any, var: Any, lr: Any, grad: Any, indices: Any) -> Any:
     return tf.raw_ops.ResourceScatterAdd(resource=_handle(var), indices=indices, updates=-grad * lr)
 
 
-_KERNELS = {"Adagrad": (_adagrad, ("accumulator",)), "Ftrl": (_ftrl, ("accumulator", "linear")),
-            "SGD": (_sgd, ())}
+_KERNELS = {
+    "Adagrad": (_adagrad, ("accumulator",)),
+    "Ftrl": (_ftrl, ("accumulator", "linear")),
+    "SGD": (_sgd, ()),
+}
 #: The family of checkpoint state each class continues (``optimizer_state``'s names).
 FAMILY = {"Adagrad": "adagrad", "Ftrl": "ftrl", "SGD": "momentum"}
 _SLOT_LISTS = {"accumulator": "_accumulators", "linear": "_linears"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def classes(keras: Any) -> dict[str, type]:
     """``{"Adagrad": class, "Ftrl": class, "SGD": class}`` for this ``keras`` module (Keras 3,
     or the Keras 2.11+ ``tf.keras`` of TF 2.15 / tf_keras)."""
@@ -138,14 +157,20 @@ def classes(keras: Any) -> dict[str, type]:
 
         kind = ""
 
-        def __init__(self, learning_rate: Any = None, flavor: str = "tf1", name: str | None = None,
-                     **settings: Any) -> None:
+        def __init__(
+            self,
+            learning_rate: Any = None,
+            flavor: str = "tf1",
+            name: str | None = None,
+            **settings: Any,
+        ) -> None:
             defaults = DEFAULTS[(self.kind, flavor)]
             unknown = sorted(set(settings) - set(defaults))
             if unknown or flavor not in ("tf1", "keras"):
                 raise ValueError(
                     f"{type(self).__name__}: unknown settings {unknown} (flavor {flavor!r}); it "
-                    f"takes learning_rate, flavor ('tf1' or 'keras') and {sorted(defaults)}.")
+                    f"takes learning_rate, flavor ('tf1' or 'keras') and {sorted(defaults)}."
+                )
             if learning_rate is None:
                 learning_rate = defaults.get("learning_rate")
             if learning_rate is None:
@@ -158,7 +183,8 @@ def classes(keras: Any) -> dict[str, type]:
                 _tfcompat.keras2_optimizer_set_learning_rate(self, learning_rate)
             self.flavor = flavor
             self.lr_value = (
-                float(learning_rate) if isinstance(learning_rate, (int, float)) else None)
+                float(learning_rate) if isinstance(learning_rate, (int, float)) else None
+            )
             for key, value in defaults.items():
                 if key != "learning_rate":
                     setattr(self, key, float(settings.get(key, value)))
@@ -169,15 +195,21 @@ def classes(keras: Any) -> dict[str, type]:
             super().build(var_list)
             for slot in _KERNELS[self.kind][1]:
                 init = self.initial_accumulator_value if slot == "accumulator" else 0.0
-                setattr(self, _SLOT_LISTS[slot], [
-                    _tfcompat.keras_optimizer_slot_variable(self, v, slot, init)
-                    for v in var_list])
+                setattr(
+                    self,
+                    _SLOT_LISTS[slot],
+                    [
+                        _tfcompat.keras_optimizer_slot_variable(self, v, slot, init)
+                        for v in var_list
+                    ],
+                )
             self._hb_built = True
             _tfcompat.mark_keras_optimizer_built(self)
 
         def slot(self, variable: Any, slot: str) -> Any:
             return getattr(self, _SLOT_LISTS[slot])[
-                _tfcompat.keras_optimizer_variable_index(self, variable)]
+                _tfcompat.keras_optimizer_variable_index(self, variable)
+            ]
 
         def update_step(self, gradient: Any, variable: Any, learning_rate: Any = None) -> Any:
             lr = self.learning_rate if learning_rate is None else learning_rate
@@ -192,18 +224,39 @@ def classes(keras: Any) -> dict[str, type]:
 
         def get_config(self) -> dict[str, Any]:
             config = super().get_config()
-            config.update({k: getattr(self, k) for k in DEFAULTS[(self.kind, self.flavor)]
-                           if k != "learning_rate"})
+            config.update(
+                {
+                    k: getattr(self, k)
+                    for k in DEFAULTS[(self.kind, self.flavor)]
+                    if k != "learning_rate"
+                }
+            )
             config["flavor"] = self.flavor
-            for key in ("weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema",
-                        "ema_momentum", "ema_overwrite_frequency", "jit_compile",
-                        "loss_scale_factor", "gradient_accumulation_steps", "is_legacy_optimizer"):
+            for key in (
+                "weight_decay",
+                "clipnorm",
+                "global_clipnorm",
+                "clipvalue",
+                "use_ema",
+                "ema_momentum",
+                "ema_overwrite_frequency",
+                "jit_compile",
+                "loss_scale_factor",
+                "gradient_accumulation_steps",
+                "is_legacy_optimizer",
+            ):
                 config.pop(key, None)
             return config
 
     out = {}
     for kind in _KERNELS:
-        out[kind] = type(f"Estimator{kind}", (EstimatorOptimizer,), {
-            "kind": kind, "estimator_family": FAMILY[kind],
-            "__doc__": f"{kind} computing the Estimator's update with TensorFlow's kernels."})
+        out[kind] = type(
+            f"Estimator{kind}",
+            (EstimatorOptimizer,),
+            {
+                "kind": kind,
+                "estimator_family": FAMILY[kind],
+                "__doc__": f"{kind} computing the Estimator's update with TensorFlow's kernels.",
+            },
+        )
     return out

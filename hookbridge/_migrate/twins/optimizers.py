@@ -25,18 +25,35 @@ from typing import Any
 from hookbridge._migrate.twins import optimizer_kernels
 
 #: The names a canned Estimator takes (``optimizers.get_optimizer_instance``), and aliases.
-_NAMES = {"Adagrad": "Adagrad", "Ftrl": "Ftrl", "SGD": "SGD", "GradientDescent": "SGD",
-          "Adam": "Adam", "RMSProp": "RMSProp", "RMSprop": "RMSProp"}
+_NAMES = {
+    "Adagrad": "Adagrad",
+    "Ftrl": "Ftrl",
+    "SGD": "SGD",
+    "GradientDescent": "SGD",
+    "Adam": "Adam",
+    "RMSProp": "RMSProp",
+    "RMSprop": "RMSProp",
+}
 #: TF1 optimizer class -> name.
-_TF1_CLASSES = {"AdagradOptimizer": "Adagrad", "FtrlOptimizer": "Ftrl",
-                "GradientDescentOptimizer": "SGD", "AdamOptimizer": "Adam",
-                "RMSPropOptimizer": "RMSProp"}
+_TF1_CLASSES = {
+    "AdagradOptimizer": "Adagrad",
+    "FtrlOptimizer": "Ftrl",
+    "GradientDescentOptimizer": "SGD",
+    "AdamOptimizer": "Adam",
+    "RMSPropOptimizer": "RMSProp",
+}
 #: TF1 settings that do not change the update (``accum_name``/``linear_name`` rename slots:
 #: refused when set, the checkpoint would not hold the names hookbridge maps).
 _TF1_IGNORED = ("name", "use_locking")
 #: Legacy Keras settings that change nothing when at these values.
-_KERAS_NEUTRAL = {"name": None, "decay": 0.0, "clipnorm": None, "clipvalue": None,
-                  "global_clipnorm": None, "is_legacy_optimizer": True}
+_KERAS_NEUTRAL = {
+    "name": None,
+    "decay": 0.0,
+    "clipnorm": None,
+    "clipvalue": None,
+    "global_clipnorm": None,
+    "is_legacy_optimizer": True,
+}
 
 
 def estimator_optimizer(
@@ -88,7 +105,8 @@ def estimator_optimizer(
         if not v2 and "learning_rate" not in settings:
             raise ValueError(
                 f"estimator_optimizer: the TF1 {name} optimizer has no default learning rate; "
-                "give it (default_lr, or 'learning_rate' in the dict).")
+                "give it (default_lr, or 'learning_rate' in the dict)."
+            )
         if v2 and has_legacy:
             return _legacy(legacy, name, settings)
         if name == "SGD":
@@ -106,7 +124,8 @@ def estimator_optimizer(
     warnings.warn(
         f"estimator_optimizer: Keras 3 has no legacy {name}; the twin trains with Keras 3's "
         f"{name}, whose update differs from the Estimator's in float (docs/limits.md).",
-        stacklevel=2)
+        stacklevel=2,
+    )
     cls = keras.optimizers.Adam if name == "Adam" else keras.optimizers.RMSprop
     return cls(**_without_neutral(settings, name))
 
@@ -136,7 +155,8 @@ def _name(name: Any) -> str:
     if name not in _NAMES:
         raise ValueError(
             f"estimator_optimizer: {name!r} is not an optimizer a canned Estimator takes by "
-            f"name: one of {', '.join(sorted(set(_NAMES)))}.")
+            f"name: one of {', '.join(sorted(set(_NAMES)))}."
+        )
     return _NAMES[name]
 
 
@@ -147,14 +167,20 @@ def _read_instance(optimizer: Any, v2: bool) -> tuple[str, dict[str, Any]]:
     kind = type(optimizer).__name__
     if kind in _TF1_CLASSES and not v2:
         settings = dict(_tfcompat.tf1_optimizer_settings(optimizer))
-        odd = {k: v for k, v in settings.items()
-               if k not in (*_TF1_IGNORED, "accum_name", "linear_name")
-               and not isinstance(v, (bool, int, float, type(None)))}
+        odd = {
+            k: v
+            for k, v in settings.items()
+            if k not in (*_TF1_IGNORED, "accum_name", "linear_name")
+            and not isinstance(v, (bool, int, float, type(None)))
+        }
         if odd:
             raise ValueError(_unreadable(optimizer, odd))
         return _TF1_CLASSES[kind], _tf1_only(settings, _TF1_CLASSES[kind])
-    if v2 and kind in ("Adagrad", "Ftrl", "SGD", "Adam", "RMSprop") and hasattr(
-            optimizer, "get_slot"):
+    if (
+        v2
+        and kind in ("Adagrad", "Ftrl", "SGD", "Adam", "RMSprop")
+        and hasattr(optimizer, "get_slot")
+    ):
         config = _tfcompat.keras_optimizer_config(optimizer)
         if not isinstance(config, dict):
             raise ValueError(_unreadable(optimizer, config))
@@ -164,12 +190,18 @@ def _read_instance(optimizer: Any, v2: bool) -> tuple[str, dict[str, Any]]:
         "a name, a tf.keras.optimizers.legacy Adagrad, Ftrl, SGD, Adam or RMSprop (tf.estimator "
         "V2), a tf.compat.v1.train Adagrad, Ftrl, GradientDescent, Adam or RMSProp optimizer "
         "(V1), or a dict {'name': ..., **settings}. Compile the twin yourself with the Keras "
-        "optimizer computing its update (docs/limits.md).")
+        "optimizer computing its update (docs/limits.md)."
+    )
 
 
 def _legacy(legacy: Any, name: str, settings: dict[str, Any]) -> Any:
-    cls = {"Adagrad": legacy.Adagrad, "Ftrl": legacy.Ftrl, "SGD": legacy.SGD,
-           "Adam": legacy.Adam, "RMSProp": legacy.RMSprop}[name]
+    cls = {
+        "Adagrad": legacy.Adagrad,
+        "Ftrl": legacy.Ftrl,
+        "SGD": legacy.SGD,
+        "Adam": legacy.Adam,
+        "RMSProp": legacy.RMSprop,
+    }[name]
     return cls.from_config(settings) if "name" in settings else cls(**settings)
 
 
@@ -178,19 +210,29 @@ def _tf1_only(settings: dict[str, Any], name: str) -> dict[str, Any]:
     if settings.get("accum_name") or settings.get("linear_name"):
         raise ValueError(
             f"estimator_optimizer: the TF1 {name} optimizer has accum_name/linear_name set: its "
-            "slots are saved under names hookbridge does not map; build it without them.")
-    return {k: v for k, v in settings.items()
-            if k not in (*_TF1_IGNORED, "accum_name", "linear_name")}
+            "slots are saved under names hookbridge does not map; build it without them."
+        )
+    return {
+        k: v for k, v in settings.items() if k not in (*_TF1_IGNORED, "accum_name", "linear_name")
+    }
 
 
 def _tf1_to_keras(name: str, s: dict[str, Any]) -> dict[str, Any]:
     """A TF1 Adam / RMSProp's settings as the legacy Keras class's arguments."""
     if name == "Adam":
-        return {"learning_rate": s.get("learning_rate", 0.001), "beta_1": s.get("beta1", 0.9),
-                "beta_2": s.get("beta2", 0.999), "epsilon": s.get("epsilon", 1e-8)}
-    return {"learning_rate": s["learning_rate"], "rho": s.get("decay", 0.9),
-            "momentum": s.get("momentum", 0.0), "epsilon": s.get("epsilon", 1e-10),
-            "centered": s.get("centered", False)}
+        return {
+            "learning_rate": s.get("learning_rate", 0.001),
+            "beta_1": s.get("beta1", 0.9),
+            "beta_2": s.get("beta2", 0.999),
+            "epsilon": s.get("epsilon", 1e-8),
+        }
+    return {
+        "learning_rate": s["learning_rate"],
+        "rho": s.get("decay", 0.9),
+        "momentum": s.get("momentum", 0.0),
+        "epsilon": s.get("epsilon", 1e-10),
+        "centered": s.get("centered", False),
+    }
 
 
 def _refuse(settings: Mapping[str, Any], keys: tuple[str, ...], name: str) -> None:
@@ -199,13 +241,15 @@ def _refuse(settings: Mapping[str, Any], keys: tuple[str, ...], name: str) -> No
         raise ValueError(
             f"estimator_optimizer: {name} with {bad} is not built on Keras 3 (no Keras 3 "
             "optimizer keeps legacy Keras's momentum slot); compile the twin yourself "
-            "(docs/limits.md).")
+            "(docs/limits.md)."
+        )
 
 
 def _without_neutral(settings: dict[str, Any], name: str) -> dict[str, Any]:
     """Legacy Keras settings without those that change nothing here; refuses the others."""
-    neutral = dict(_KERAS_NEUTRAL, **({"momentum": 0.0, "nesterov": False} if name == "SGD"
-                                      else {}))
+    neutral = dict(
+        _KERAS_NEUTRAL, **({"momentum": 0.0, "nesterov": False} if name == "SGD" else {})
+    )
     out = {}
     for key, value in settings.items():
         if key not in neutral:
@@ -213,7 +257,8 @@ def _without_neutral(settings: dict[str, Any], name: str) -> dict[str, Any]:
         elif key not in ("name", "is_legacy_optimizer") and value not in (neutral[key], None):
             raise ValueError(
                 f"estimator_optimizer: the legacy Keras {name} has {key}={value!r}, which the "
-                "twin's optimizer does not apply; compile the twin yourself (docs/limits.md).")
+                "twin's optimizer does not apply; compile the twin yourself (docs/limits.md)."
+            )
     return out
 
 
@@ -223,4 +268,5 @@ def _unreadable(optimizer: Any, what: Any) -> str:
         f"settings that are tensors of the Estimator's graph, not numbers it can read ({what}):"
         " a schedule or a tensor built in the model_fn's graph is gone with it. Give the "
         "values the Estimator used as a dict {'name': ..., 'learning_rate': ...}, or compile "
-        "the twin yourself (docs/limits.md).")
+        "the twin yourself (docs/limits.md)."
+    )

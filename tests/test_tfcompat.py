@@ -654,3 +654,38 @@ def test_keras_optimizer_subclass_hooks_of_the_twins_optimizers():
     assert _tfcompat.keras_optimizer_owns(probe, a) is True, (
         "the Keras 2 built flag moved: update mark_keras_optimizer_built")
     assert _tfcompat.keras_optimizer_slot(probe, b, "accumulator") is probe._accumulators[1]
+
+
+# ---- twins: fclayers ----
+def test_feature_column_internals_are_tf_own_feature_column_code():
+    """The column layers run fc's private code: each piece is there, with the signature used."""
+    import inspect
+
+    fc = _tfcompat.feature_column_internals()
+    assert list(inspect.signature(fc.weighted_sum).parameters) == [
+        "column", "transformation_cache", "state_manager", "sparse_combiner", "weight_var"]
+    assert fc.scope_name("temp max") == "temp_max"
+    for name in ("create_variable", "get_variable", "add_resource", "has_resource", "get_resource"):
+        assert hasattr(fc.state_manager, name), f"fc StateManager lost {name}"
+    column = tf.feature_column.embedding_column(
+        tf.feature_column.categorical_column_with_identity("a", 3), 2)
+    assert isinstance(column, (fc.embedding, fc.dense, fc.feature_column))
+    assert isinstance(column.categorical_column, fc.categorical)
+    seq = tf.feature_column.sequence_categorical_column_with_identity("s", 3)
+    assert isinstance(seq, fc.sequence)
+    cache = fc.cache({"a": tf.constant([[1, -1]], tf.int64)})
+    ids = column.categorical_column.get_sparse_tensors(cache, None).id_tensor
+    assert ids.values.numpy().tolist() == [1]  # -1 dropped
+    assert "max_norm" in inspect.signature(fc.lookup_sparse).parameters
+    assert "max_norm" in inspect.signature(fc.lookup_sparse_unsafe).parameters
+    assert fc.shared_v1.__name__ == "_SharedEmbeddingColumn"
+    assert "shared_embedding_column_creator" in fc.shared_v2._fields
+
+
+def test_keras_weight_variable_is_the_tf_variable():
+    layer = tf.keras.layers.Dense(1)
+    layer.build((None, 2))
+    variable = _tfcompat.keras_weight_variable(layer.kernel)
+    assert isinstance(variable, tf.Variable)
+    layer.kernel.assign([[1.0], [2.0]])
+    assert variable.numpy().tolist() == [[1.0], [2.0]]

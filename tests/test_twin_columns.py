@@ -1,0 +1,177 @@
+"""The feature-column layers against TensorFlow's own feature-column code (every stack).
+
+Oracle: ``tf.compat.v1.feature_column.input_layer`` / ``linear_model`` in a ``tf.Graph`` and a
+``Session``, on the same features, with the layers' weight values copied into fc's variables by
+name. The columns cover each kind and the edges: '' and -1 ids dropped, an empty row, multivalent
+sparse and ragged inputs, weights <= 0 under mean/sqrtn, OOV buckets, default_value=-1, values on
+bucket boundaries, names like "temp-max" and "a.b" (graph-mode fc refuses "temp max" as a scope name; the
+Estimator test has it). On TF 2.15 the canned Estimators' own
+checkpoint names (V1 and V2) are compared with ``checkpoint_names()``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hookbridge._migrate.twins import columns as twin_columns
+
+fc = tf.feature_column
+B = 5  # rows; row 3 has no entry in any sparse feature
+
+
+@functools.cache
+def vocabulary_file(tmp_dir: str) -> str:
+    path = f"{tmp_dir}/vocab.txt"
+    with open(path, "w") as f:
+        f.write("x\ny\nz\n")
+    return path
+
+
+def raw_features() -> dict:
+    """numpy / tf values as an input_fn gives them (ragged ones included)."""
+    price = np.array([[0.0], [10.0], [55.5], [100.0], [-3.0]], "float32")  # on the boundaries
+    vec = np.arange(15, dtype="float32").reshape(B, 3) / 4.0
+    city = np.array([["paris", ""], ["rome", "oslo"], ["", ""], ["", ""], ["lima", "paris"]])
+    color = tf.sparse.SparseTensor(
+        indices=[[0, 0], [0, 1], [1, 0], [2, 0], [2, 1], [4, 0]],
+        values=["red", "red", "blue", "green", "mauve", "blue"],
+        dense_shape=[B, 2],
+    )
+    words = tf.ragged.constant([["a", "b", "c"], ["b"], ["c", "d"], [], ["a", "a"]])
+    weights = tf.ragged.constant([[1.0, -2.0, 0.5], [0.0], [2.0, 3.0], [], [-1.0, 1.5]])
+    uid = np.array([[0, 3], [4, -1], [-1, -1], [-1, -1], [2, 2]], "int64")
+    code = np.array([[7], [123], [7], [-1], [99]], "int64")
+    ab = np.array([["x"], ["z"], ["w"], [""], ["y"]])
+    return {
+        "price": price, "vec": vec, "temp-max": np.linspace(-1, 1, B).astype("float32"),
+        "city": city, "color": color, "words": words, "wt": weights, "wt2": weights * 0.5, "uid": uid, "code": code,
+        "a.b": ab, "unused": np.zeros((B, 4), "float32"),
+    }
+
+
+def for_fc(features: dict) -> dict:
+    """What graph-mode fc takes: numpy values, the ragged features as sparse ones (an input_fn
+    gives sparse)."""
+    out = {}
+    for key, value in features.items():
+        if isinstance(value, tf.RaggedTensor):
+            value = value.to_sparse()
+        if isinstance(value, tf.SparseTensor):
+            value = tf.compat.v1.SparseTensorValue(
+                value.indices.numpy(), value.values.numpy(), value.dense_shape.numpy()
+            )
+        out[key] = value
+    return out
+
+
+def make_columns(tmp_dir: str) -> dict:
+    price = fc.numeric_column("price")
+    vec = fc.numeric_column("vec", shape=(3,), default_value=0.0, normalizer_fn=lambda x: x * 2 - 1)
+    temp = fc.numeric_column("temp-max")  # "temp max": graph-mode fc refuses it (scope name)
+    city = fc.categorical_column_with_vocabulary_list(
+        "city", ["paris", "rome", "lima"], num_oov_buckets=2
+    )
+    color = fc.categorical_column_with_vocabulary_list("color", ["red", "blue", "green"], default_value=-1)
+    words = fc.categorical_column_with_hash_bucket("words", 11)
+    weighted = fc.weighted_categorical_column(words, "wt")
+    uid = fc.categorical_column_with_identity("uid", 5)
+    code = fc.categorical_column_with_hash_bucket("code", 13, dtype=tf.int64)
+    ab = fc.categorical_column_with_vocabulary_file("a.b", vocabulary_file(tmp_dir), num_oov_buckets=1)
+    price_b = fc.bucketized_column(price, [0.0, 10.0, 100.0])
+    vec_b = fc.bucketized_column(vec, [0.0, 2.0])
+    cross = fc.crossed_column([price_b, "words", "code"], 17, hash_key=7)
+    dense = [
+        price, vec, temp, vec_b,
+        fc.embedding_column(city, 3, combiner="mean", max_norm=0.9),
+        fc.embedding_column(weighted, 2, combiner="sqrtn"),
+        fc.embedding_column(cross, 2, combiner="sum"),
+        fc.embedding_column(ab, 2, combiner="mean"),
+        fc.embedding_column(
+            fc.weighted_categorical_column(fc.categorical_column_with_hash_bucket("words", 5), "wt2"),
+            2, combiner="mean",
+        ),
+        fc.indicator_column(color), fc.indicator_column(uid), fc.indicator_column(weighted),
+    ]
+    linear = [price, vec, temp, price_b, vec_b, city, color, weighted, uid, code, ab, cross,
+              fc.embedding_column(city, 2, combiner="sqrtn")]
+    return {"dense": dense, "linear": linear}
+
+
+def randomize(layer, seed: int) -> dict:
+    """Random values in the layer's weights; {checkpoint name: value}."""
+    rng = np.random.default_rng(seed)
+    values = {}
+    for weight, name in layer.checkpoint_names():
+        value = rng.normal(size=tuple(weight.shape)).astype("float32")
+        weight.assign(value)
+        values[name] = value
+    return values
+
+
+def fc_graph(features, columns, values, kind: str, units: int = 1):
+    """TensorFlow's own fc in graph mode with ``values`` in its variables; its output."""
+    tensors = for_fc(features)
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        if kind == "dense":
+            out = tf.compat.v1.feature_column.input_layer(tensors, columns)
+        else:
+            out = tf.compat.v1.feature_column.linear_model(tensors, columns, units=units)
+        sess.run(tf.compat.v1.tables_initializer())
+        variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
+        assert sorted(variables) == sorted(values), "checkpoint_names vs fc's variables"
+        for name, value in values.items():
+            variables[name].load(value, sess)
+        return sess.run(out)
+
+
+@pytest.fixture(scope="module")
+def tmp_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("twin_columns"))
+
+
+def test_input_layer_equals_fc(tmp_dir):
+    columns = make_columns(tmp_dir)["dense"]
+    layer = twin_columns.input_layer(columns, scope="input_layer")
+    features = raw_features()
+    layer(features)
+    values = randomize(layer, 1)
+    expected = fc_graph(features, columns, values, "dense")
+    eager = np.asarray(layer(features))
+    assert eager.shape == expected.shape == (B, layer.compute_output_shape(None)[1])
+    np.testing.assert_allclose(eager, expected, rtol=1e-6, atol=1e-6)
+    traced = np.asarray(tf.function(layer)(features))  # tables inside a tf.function
+    np.testing.assert_allclose(traced, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("units", [1, 3])
+def test_linear_model_equals_fc(tmp_dir, units):
+    columns = make_columns(tmp_dir)["linear"]
+    layer = twin_columns.linear_model(columns, units=units, scope="linear_model")
+    features = raw_features()
+    layer(features)
+    values = randomize(layer, 2 + units)
+    expected = fc_graph(features, columns, values, "linear", units)
+    np.testing.assert_allclose(np.asarray(layer(features)), expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(tf.function(layer)(features)), expected, rtol=1e-6, atol=1e-6
+    )
+
+
+def test_unsupported_names_every_column(tmp_dir):
+    seq = tf.feature_column.sequence_categorical_column_with_identity("s", 4)
+    columns = [
+        fc.numeric_column("ok"),
+        fc.embedding_column(seq, 2),
+        tf.feature_column.sequence_numeric_column("t"),
+        fc.categorical_column_with_identity("raw", 3),
+    ]
+    bad = twin_columns.unsupported(columns, dense_only=True)
+    assert [b.split(" ")[0] for b in bad] == ["s_embedding", "t", "raw"]
+    assert "sequence" in bad[0] and "dense columns only" in bad[2]
+    with pytest.raises(ValueError, match="3 feature column"):
+        twin_columns.input_layer(columns)
+    assert twin_columns.unsupported(columns[:1] + columns[3:]) == []

@@ -349,6 +349,63 @@ def test_lists_built_in_steps(tmp_path):
     ]
 
 
+def test_what_runs_under_an_if_or_a_loop(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "train.py": """
+            import tensorflow as tf
+            fc = tf.feature_column
+            KEYS = ["a", "b", "c"]
+
+            def looped(flag):
+                cols = []
+                for k in KEYS:
+                    cols.append(fc.numeric_column(k))
+                if flag:
+                    cols.append(fc.sequence_numeric_column("s"))
+                return tf.estimator.DNNClassifier([4], cols)
+
+            def branches(kind):
+                if kind == "wide":
+                    cols = [fc.numeric_column("x")]
+                else:
+                    cols = [fc.categorical_column_with_identity("y", 4)]
+                return tf.estimator.LinearClassifier(cols)
+
+            def same_on_both_paths(kind):
+                cols = [fc.numeric_column("x")]
+                if kind:
+                    cols = [fc.numeric_column("x")]
+                return tf.estimator.LinearRegressor(cols)
+
+            def keys_at_run_time(keys):
+                cols = []
+                for k in keys:
+                    cols.append(fc.numeric_column(k))
+                return tf.estimator.DNNRegressor([2], cols)
+            """
+        },
+    )
+    result = scan(job)
+    looped = _row(result, "train.py", "DNNClassifier")
+    assert [(c.key, c.builds, c.where) for c in looped.columns] == [
+        ("a", True, "train.py:9"),
+        ("b", True, "train.py:9"),
+        ("c", True, "train.py:9"),
+        ("s", False, "train.py:11 (only under the if at line 10)"),
+    ]
+    branches = _row(result, "train.py", "LinearClassifier")
+    assert [c.builds for c in branches.columns] == [None]
+    assert branches.columns[0].reason.startswith(
+        "the two paths of cols, changed under the if at line 15, give different columns"
+    )
+    same = _row(result, "train.py", "LinearRegressor")
+    assert _shape(same) == [("feature_columns", "numeric_column", "x", True)]
+    per_item = _row(result, "train.py", "DNNRegressor")
+    assert _shape(per_item) == [("feature_columns", "numeric_column", "one per k in keys", True)]
+
+
 # ------------------------------------------------------- the one list, against TensorFlow
 def test_the_supported_list_names_what_tensorflow_builds():
     tf = pytest.importorskip("tensorflow")

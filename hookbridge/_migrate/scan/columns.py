@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from hookbridge._migrate.scan.classes import last_name
 from hookbridge._migrate.scan.flow import argument
 from hookbridge._migrate.scan.modules import ModuleInfo
+from hookbridge._migrate.scan.scopes import SCOPES
 from hookbridge._migrate.scan.values import (
-    SCOPES,
     At,
     Either,
     Item,
@@ -116,6 +116,10 @@ class Reader(Values):
 
     def _either(self, item: Either, depth: int) -> Iterator[Column]:
         found = [[c for i in branch for c in self._items(i, depth)] for branch in item.branches]
+        if item.maybe:  # columns added only on one path: each says when
+            for column in found[0]:
+                yield dataclasses.replace(column, where=f"{column.where} (only {item.what})")
+            return
         shapes = {tuple((c.type, c.key, c.builds) for c in branch) for branch in found}
         if len(shapes) == 1:
             yield from found[0]

@@ -21,12 +21,21 @@ from typing import NamedTuple
 from hookbridge._migrate.scan.classes import is_tf, last_name
 from hookbridge._migrate.scan.flow import Forwarded, argument_for
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
+from hookbridge._migrate.scan.scopes import (
+    SCOPES,
+    binding,
+    default_of,
+    is_partial,
+    last_written,
+    parent_map,
+)
 from hookbridge._migrate.twins import kinds
 
 DEPTH = 24
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 #: Arguments of a column function holding other columns (or raw keys): (keyword, position).
 _MUTATORS = frozenset({"append", "extend", "insert"})
+#: Statements whose body may run or not, or many times.
+_CONTROL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)
 
 
 class At(NamedTuple):
@@ -51,6 +60,9 @@ class Either(NamedTuple):
 
     what: str  # "the callers at a.py:3, b.py:9" / "build's return statements (lines 4, 7)"
     branches: tuple[tuple, ...]
+    #: True: one branch, values added only when a statement runs (``if flag: cols.append(c)``);
+    #: ``what`` says which ("under the if at line 10").
+    maybe: bool = False
 
 
 Item = At | Unknown | Either
@@ -81,6 +93,7 @@ class Values:
 
     def __init__(self) -> None:
         self._active: set[tuple[int, str]] = set()
+        self._parents: dict[tuple[int, int], dict[int, ast.AST]] = {}
 
     def _values(self, at: At, depth: int) -> Iterator[Item]:
         """What ``at`` evaluates to, followed through names, calls and indexing."""
@@ -139,17 +152,53 @@ class Values:
 
     def _name(self, at: At, depth: int) -> Iterator[Item]:
         m, scopes, node = at[:3]
-        values, where, parameter = _binding(m, scopes, node.id, node.lineno)
+        values, where, parameter = binding(m, scopes, node.id, node.lineno)
         if values:
-            for value in values:
-                if id(value) in m.augmented and not isinstance(m.augmented[id(value)].op, ast.Add):
-                    yield unknown(at._replace(node=value), "changed by an operator other than +=")
-                    continue
-                yield from self._values(At(m, where, value, at.env), depth + 1)
+            here = At(m, where, values[0], at.env)
+            items = list(self._values(here, depth + 1))
+            control = self._control(here)
+            if control is not None:  # it may not run: the value before it is the other path
+                before = ast.copy_location(ast.Name(node.id, ast.Load()), values[0])
+                without = tuple(self._name(here._replace(node=before), depth + 1))
+                items = [_optional(node.id, control, tuple(items), without)]
+            steps = [(value, [here._replace(node=value)]) for value in values[1:]]
             end = node.lineno if where == scopes else None
-            yield from self._mutations(
-                at._replace(scopes=where), node.id, (values[0].lineno, end), depth
-            )
+            steps += self._mutations(here, node.id, (values[0].lineno, end))
+            steps.sort(key=lambda step: (step[0].lineno, step[0].col_offset))
+            for value, parts in steps:
+                if id(value) in m.augmented and not isinstance(m.augmented[id(value)].op, ast.Add):
+                    items.append(
+                        unknown(here._replace(node=value), "changed by an operator other than +=")
+                    )
+                    continue
+                more = [i for part in parts for i in self._values(part, depth + 1)]
+                control = self._control(here._replace(node=value))
+                if control is None:
+                    items += more
+                elif (
+                    isinstance(control, (ast.For, ast.AsyncFor))
+                    and len(parts) == 1
+                    and (
+                        isinstance(parts[0].node, ast.List)
+                        and self._control(here._replace(node=control)) is None
+                    )
+                ):  # for k in KEYS: columns.append(fc.numeric_column(k)): one per item
+                    loop = ast.comprehension(control.target, control.iter, [], 0)
+                    each = ast.copy_location(ast.ListComp(parts[0].node.elts[0], [loop]), value)
+                    items.append(parts[0]._replace(node=each))
+                elif isinstance(control, (ast.For, ast.AsyncFor, ast.While)):
+                    items.append(
+                        unknown(
+                            here._replace(node=value),
+                            f"changed in the loop at line {control.lineno}: the tree cannot count its columns",
+                        )
+                    )
+                else:
+                    what = (
+                        f"under the {control.__class__.__name__.lower()} at line {control.lineno}"
+                    )
+                    items.append(Either(what, (tuple(more),), maybe=True))
+            yield from items
         elif parameter is not None:
             yield from self._parameter(at._replace(scopes=where), parameter, node.id, depth)
         else:
@@ -162,12 +211,13 @@ class Values:
             for value in found:
                 yield from self._values(value, depth + 1)
 
-    def _mutations(self, at: At, name: str, lines: tuple, depth: int) -> Iterator[Item]:
+    def _mutations(self, here: At, name: str, lines: tuple) -> list[tuple[ast.AST, list[At]]]:
         """``name.append(x)`` / ``extend(xs)`` after its last assignment (and before the use,
-        in the same scope)."""
+        in the same scope): (the call, what it adds: ``[x]`` / ``xs``)."""
         start, end = lines
-        m, where = at.m, at.scopes
-        for call in sorted(m.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
+        m, where = here.m, here.scopes
+        out = []
+        for call in m.calls:
             func = call.node.func
             if (
                 isinstance(func, ast.Attribute)
@@ -180,10 +230,28 @@ class Values:
                 and call.node.args
             ):
                 value = call.node.args[-1]
-                if func.attr == "extend":
-                    yield from self._values(at._replace(node=value), depth + 1)
-                else:
-                    yield at._replace(node=ast.copy_location(ast.List([value], ast.Load()), value))
+                if func.attr != "extend":
+                    value = ast.copy_location(ast.List([value], ast.Load()), value)
+                out.append((call.node, [here._replace(node=value)]))
+        return out
+
+    def _control(self, at: At) -> ast.AST | None:
+        """The innermost ``if``/``for``/``while``/``try``/``match`` around ``at.node`` in its
+        scope (None: it runs whenever the scope does)."""
+        scope = at.scopes[-1] if at.scopes else None
+        key = (id(at.m), id(scope))
+        parents = self._parents.get(key)
+        if parents is None:
+            parents = self._parents[key] = parent_map(at.m.tree if scope is None else scope)
+        node = at.node
+        if id(node) not in parents and isinstance(node, ast.Subscript):
+            node = node.value  # a, b = f(): f()[0] is made by the walk, f() is in the tree
+        parent = parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, _CONTROL):
+                return parent
+            parent = parents.get(id(parent))
+        return None
 
     def _imported(self, m: ModuleInfo, qualified: str | None) -> list[At]:
         """A module-level name of another scanned module (its assignments), else ``[]``."""
@@ -194,7 +262,7 @@ class Values:
         other = find(name) if find is not None else m.project.get(name)
         if other is None or other is m:
             return []
-        values, where, _ = _binding(other, (), attr, None)
+        values, where, _ = binding(other, (), attr, None)
         return [At(other, where, value) for value in values]
 
     def _call(self, at: At, depth: int) -> Iterator[Item]:
@@ -204,11 +272,11 @@ class Values:
             isinstance(func, ast.Name)
             and func.id in ("list", "tuple")
             and len(node.args) == 1
-            and not _binding(m, scopes, func.id, None)[0]
+            and not binding(m, scopes, func.id, None)[0]
         ):
             yield from self._values(at._replace(node=node.args[0]), depth + 1)
             return
-        if _is_partial(m, node):
+        if is_partial(m, node):
             yield at  # a function value: calling it is read by _returned
             return
         for item in self._values(at._replace(node=func), depth + 1):
@@ -225,7 +293,7 @@ class Values:
             return item._replace(branches=branches)
         m, scopes, fn, env = item
         call = Call(at.node, at.scopes)
-        if _is_partial(m, fn) and not isinstance(fn.args[0], ast.Starred):
+        if is_partial(m, fn) and not isinstance(fn.args[0], ast.Starred):
             # functools.partial(build_model_columns, dataset=...)(): the function, given the
             # partial's arguments (when the call adds none)
             bound = ast.copy_location(ast.Call(fn.args[0], fn.args[1:], fn.keywords), fn)
@@ -277,8 +345,8 @@ class Values:
             for cm, call, env in calls:
                 given = argument_for(call.node, fn, name)
                 site = f"{cm.path}:{call.node.lineno}"
-                if given is None and _default(fn, name) is not None:
-                    value = _default(fn, name)
+                if given is None and default_of(fn, name) is not None:
+                    value = default_of(fn, name)
                     branches.append(tuple(self._values(at._replace(node=value), depth + 1)))
                 elif given is None or isinstance(given, Forwarded):
                     how = "passes it on through **kwargs" if given else "does not give it"
@@ -320,7 +388,7 @@ class Values:
                 for value, index, keyword in given:
                     if not (
                         isinstance(value, (ast.Name, ast.Attribute))
-                        and _last(value) == fn.name
+                        and last_written(value) == fn.name
                         and self._is(other, call.scopes, value, fn, depth)
                     ):
                         continue
@@ -337,30 +405,12 @@ class Values:
         )
 
 
-def _is_partial(m: ModuleInfo, node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and last_name(m.qualify(node.func)) == "partial"
-        and bool(node.args)
+def _optional(name: str, control: ast.AST, taken: tuple, skipped: tuple) -> Either:
+    """Values on two paths: a statement under ``control`` runs, or not."""
+    what = (
+        f"{name}, changed under the {control.__class__.__name__.lower()} at line {control.lineno}"
     )
-
-
-def _default(fn: ast.AST, name: str) -> ast.AST | None:
-    args = getattr(fn, "args", None)
-    if not isinstance(args, ast.arguments):
-        return None
-    positional = args.posonlyargs + args.args
-    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
-        if arg.arg == name:
-            return default
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        if arg.arg == name and default is not None:
-            return default
-    return None
-
-
-def _last(node: ast.AST) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return Either(f"the two paths of {what},", (taken, skipped))
 
 
 def _through(target: At, index: int | None, keyword: str | None):
@@ -377,33 +427,3 @@ def _through(target: At, index: int | None, keyword: str | None):
         func = call.node.func
         if isinstance(func, ast.Name) and func.id == name and g in call.scopes:
             yield target.m, call
-
-
-def _binding(m: ModuleInfo, scopes: tuple, name: str, line: int | None):
-    """(values, scopes of the assignment, parameter scope): the last assignment of ``name``
-    before ``line`` in the innermost scope that assigns it, with the ``+=`` on top of it."""
-    for depth in range(len(scopes), -1, -1):
-        scope = scopes[depth - 1] if depth else None
-        key = (None if scope is None else id(scope), name)
-        candidates = m.bindings.get(key, []) + m.unpacked.get(key, [])
-        if depth == len(scopes) and line is not None:  # used where it is assigned
-            candidates = [v for v in candidates if v.lineno < line]
-        if candidates:
-            candidates.sort(key=lambda v: (v.lineno, v.col_offset), reverse=True)
-            chain = []
-            for value in candidates:
-                chain.append(value)
-                if id(value) not in m.augmented:
-                    break
-            return chain[::-1], scopes[:depth], None
-        if scope is not None and _is_parameter(scope, name):
-            return [], scopes[:depth], scope
-    return [], (), None
-
-
-def _is_parameter(scope: ast.AST, name: str) -> bool:
-    args = getattr(scope, "args", None)
-    if not isinstance(args, ast.arguments):
-        return False
-    every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
-    return any(a is not None and a.arg == name for a in every)

@@ -4,7 +4,8 @@
   :func:`restore_checkpoint` loads a checkpoint written under it (or, with an assignment map, by a
   TF1 graph or an Estimator: :func:`propose_assignment`) back into a Keras model, and
   :func:`estimator_hooks` gives ``fit`` the hooks ``Estimator.train`` added unasked;
-  :func:`keras_twin` builds the Keras model of a canned Estimator.
+  :func:`keras_twin` builds the Keras model of a canned Estimator, :func:`model_fn_model` the
+  Keras model of a custom ``model_fn`` (its own variables, names and training step).
 * :class:`CallbackLoop` gives a custom training loop (``tf.GradientTape``) ``fit``'s callback
   events and logs, for Keras callbacks and, through ``HookCallback``, TF1 hooks.
 * :class:`CallbackHook` runs Keras callbacks inside ``MonitoredSession`` / ``Estimator``;
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge._migrate.assignment import propose_assignment
     from hookbridge._migrate.canned import keras_twin
     from hookbridge._migrate.estimator import estimator_hooks
+    from hookbridge._migrate.model_fn.model import model_fn_model
 
 _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",
@@ -42,6 +44,7 @@ _EXPORTS = {
     "estimator_hooks": "hookbridge._migrate.estimator",
     "hooks": "hookbridge.hooks",
     "keras_twin": "hookbridge._migrate.canned",
+    "model_fn_model": "hookbridge._migrate.model_fn.model",
     "load_weights": "hookbridge._callback_hook.weights",
     "propose_assignment": "hookbridge._migrate.assignment",
     "read_weights": "hookbridge._callback_hook.weights",
@@ -58,6 +61,7 @@ __all__ = [
     "hooks",
     "keras_twin",
     "load_weights",
+    "model_fn_model",
     "propose_assignment",
     "read_weights",
     "restore_checkpoint",

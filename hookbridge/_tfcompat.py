@@ -698,3 +698,71 @@ def keras_weight_variable(weight: Any) -> Any:
     if isinstance(weight, tf.Variable):
         return weight
     return weight._value
+
+
+# ---- model_fn: mfncore ----
+def _variable_scope_module() -> Any:
+    from tensorflow.python.ops import variable_scope
+
+    return variable_scope
+
+
+@functools.lru_cache(maxsize=1)
+def _model_fn_symbols_checked() -> bool:
+    vs = _variable_scope_module()
+    for attribute in ("_VARSTORE_KEY", "_VariableStore", "with_variable_store"):
+        if not hasattr(vs, attribute):
+            raise ImportError(
+                f"TF {tf.__version__} moved tensorflow.python.ops.variable_scope.{attribute}: "
+                "update hookbridge._tfcompat.fresh_tf1_graph_state"
+            )
+    return True
+
+
+class fresh_tf1_graph_state:  # noqa: N801 (a context manager, named as TF names its scopes)
+    """``with fresh_tf1_graph_state(graph):`` gives ``graph`` (a ``tf.function``'s FuncGraph) a
+    variable store and collections of its own for the time of one ``model_fn`` call, as the
+    fresh ``tf.Graph`` of each Estimator call had: a FuncGraph shares the variable store
+    (``variable_scope._VARSTORE_KEY``, copied from the outer graph) and the global/trainable
+    variable collections (by reference) with the eager graph, so TF1 code in two traces (or in
+    two models) would otherwise see each other's variables. Private: ``Graph._collections``,
+    ``variable_scope._VariableStore`` / ``with_variable_store``."""
+
+    def __init__(self, graph: tf.Graph) -> None:
+        _model_fn_symbols_checked()
+        self._graph = graph
+        self._saved: Any = None
+        self._store_scope: Any = None
+
+    def __enter__(self) -> tf.Graph:
+        vs = _variable_scope_module()
+        self._saved = self._graph._collections
+        self._graph._collections = {}
+        self._store_scope = vs.with_variable_store(vs._VariableStore())
+        self._store_scope.__enter__()
+        return self._graph
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._store_scope.__exit__(*exc)
+        finally:
+            self._graph._collections = self._saved
+
+
+def keras3_track_weight(layer: Any, variable: Any) -> None:
+    """Keras 3: makes ``variable`` (a ``keras.Variable`` made outside ``add_weight``, which
+    would scope its TensorFlow name under the layer's) one of ``layer``'s weights: the private
+    ``Layer._track_variable`` ``add_weight`` ends with."""
+    layer._track_variable(variable)
+
+
+def keras3_tf_variable(variable: Any) -> Any:
+    """Keras 3: the ``tf.Variable`` a ``keras.Variable`` holds (its private ``_value``; the
+    public ``.value`` is a cast tensor under autocast), for TF1 code that assigns to it."""
+    value = getattr(variable, "_value", None)
+    if value is None or not isinstance(value, tf.Variable):
+        raise TypeError(
+            f"Keras {getattr(tf.keras, '__version__', '?')}: {variable!r} holds no tf.Variable "
+            "in _value: update hookbridge._tfcompat.keras3_tf_variable"
+        )
+    return value

@@ -1,0 +1,222 @@
+"""``model_fn_model``: an Estimator's ``model_fn`` as a Keras model that trains with its own step.
+
+``model(features)`` runs the ``model_fn`` in PREDICT mode (its ``predictions``); ``fit`` runs it in
+TRAIN mode and runs its ``train_op`` (its TF1 optimizer, clipping, ``UPDATE_OPS``), with its loss
+as ``fit``'s loss and its global step as the model's ``optimizer.iterations``. Its variables are
+Keras weights under their TF1 names (``VariableStore``), slots and ``beta1_power`` included, so
+``restore_checkpoint(model, model_dir)`` loads an Estimator's checkpoint by name with no map.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+from hookbridge._hook_callback.graph import set_tf1_names
+from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
+
+keras = tf.keras
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+
+#: ``tf.estimator.ModeKeys`` values (strings on every TF version).
+TRAIN, EVAL, PREDICT = "train", "eval", "infer"
+
+
+def model_fn_model(
+    model_fn: Callable[..., Any],
+    *,
+    params: dict | None = None,
+    config: Any = None,
+    features: Any,
+    labels: Any = None,
+) -> Any:
+    """An Estimator's ``model_fn`` as a Keras model whose variables are the ``model_fn``'s own.
+
+    The model is built and compiled: ``model(features)`` returns the PREDICT-mode
+    ``predictions``; ``model.fit(dataset of (features, labels))`` runs the ``model_fn`` in TRAIN
+    mode and its own ``train_op`` each step (no loss or optimizer to ``compile``; ``compile()``
+    with other arguments is allowed), ``fit``'s ``loss`` being the ``EstimatorSpec.loss`` and the
+    step the ``model_fn``'s global step (``model.optimizer.iterations``, what ``HookCallback``'s
+    hooks see). Every variable the ``model_fn`` makes, in PREDICT and TRAIN mode (the optimizer's
+    slots ``dense/kernel/Adam`` and ``beta1_power`` too), is a weight of the model that answers
+    to its TF1 name: ``restore_checkpoint(model, model_dir)`` loads an Estimator's checkpoint
+    with no map, and ``CheckpointSaverHook`` under ``HookCallback`` writes the Estimator's names.
+
+    Args:
+        model_fn: ``model_fn(features, labels, mode, params, config)`` (the arguments it names)
+            returning an ``EstimatorSpec`` (or ``TPUEstimatorSpec``, run as ``use_tpu=False``).
+        params: the Estimator's ``params``.
+        config: the Estimator's ``config`` (a ``RunConfig``), passed as it is.
+        features: what the Estimator's ``input_fn`` yields as features: an example batch or a
+            structure of ``tf.TensorSpec`` (the batch dimension is taken as unknown).
+        labels: the same for labels; without them the model can predict but not ``fit``.
+
+    Returns:
+        A compiled Keras model.
+
+    Raises:
+        ValueError: the ``model_fn`` returns no ``train_op`` / ``loss`` in TRAIN mode, or makes
+            a variable after the model was built.
+    """
+    model = ModelFnModel(model_fn, params=params, config=config)
+    model._mfn_build(_spec_of(features), None if labels is None else _spec_of(labels))
+    return model
+
+
+def _spec_of(structure: Any) -> Any:
+    def spec(x: Any) -> tf.TensorSpec:
+        if isinstance(x, tf.TypeSpec):
+            return x
+        t = tf.convert_to_tensor(x)
+        return tf.TensorSpec([None, *t.shape[1:]] if t.shape.rank else t.shape, t.dtype)
+
+    return tf.nest.map_structure(spec, structure)
+
+
+def _call_model_fn(
+    model_fn: Callable[..., Any], features: Any, labels: Any, mode: str, params: Any, config: Any
+) -> Any:
+    """Calls ``model_fn`` with the arguments it names, as ``Estimator._call_model_fn`` does."""
+    names = inspect.signature(model_fn).parameters
+    kwargs: dict[str, Any] = {}
+    if "labels" in names:
+        kwargs["labels"] = labels
+    elif labels is not None and mode != PREDICT:
+        raise ValueError("model_fn_model: the model_fn takes no labels, but labels were given.")
+    if "mode" in names:
+        kwargs["mode"] = mode
+    if "params" in names:
+        kwargs["params"] = params
+    elif params:
+        raise ValueError("model_fn_model: params were given, but the model_fn takes no params.")
+    if "config" in names:
+        kwargs["config"] = config
+    spec = model_fn(features=features, **kwargs)
+    if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as Estimator runs it (no TPU)
+        spec = spec.as_estimator_spec()
+    return spec
+
+
+class ModelFnModel(keras.Model):
+    """The Keras model ``model_fn_model`` returns (see there)."""
+
+    def __init__(self, model_fn: Callable[..., Any], *, params: Any, config: Any) -> None:
+        super().__init__(name="model_fn_model")
+        self._mfn = (model_fn, params, config)
+        owner = f"model_fn_model({getattr(model_fn, '__name__', model_fn)!r})"
+        self._mfn_owner = owner
+        self._mfn_store = VariableStore(self._mfn_make_weight, owner)
+        self._mfn_labels = False
+        self._mfn_predict: Any = None
+        # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
+        object.__setattr__(self, "_mfn_loss", keras.metrics.Mean(name="loss"))
+
+    # ---- building ----
+    def _mfn_make_weight(self, name: str, value: tf.Tensor, trainable: bool) -> tuple[Any, Any]:
+        if KERAS3:
+            prefix, _, leaf = name.rpartition("/")
+            with tf.compat.v1.name_scope(prefix + "/" if prefix else ""):
+                weight = keras.Variable(
+                    initializer=value, name=leaf, trainable=trainable, dtype=value.dtype.name
+                )
+            _tfcompat.keras3_track_weight(self, weight)
+            return weight, _tfcompat.keras3_tf_variable(weight)
+        variable = tf_variable_named(name, value, trainable)
+        self.add_weight(
+            name=name,
+            shape=variable.shape,
+            dtype=variable.dtype,
+            trainable=trainable,
+            getter=lambda *args, **kwargs: variable,
+        )
+        return variable, variable
+
+    def _mfn_build(self, features: Any, labels: Any) -> None:
+        self.compile()
+        self._mfn_features = features
+        tf.function(lambda f: self._mfn_run(f, None, PREDICT).predictions).get_concrete_function(
+            features
+        )
+        if labels is not None:
+            self._mfn_labels = True
+
+            def train(f: Any, y: Any) -> Any:
+                return self._mfn_train_graph(f, y)
+
+            tf.function(train).get_concrete_function(features, labels)
+        self._mfn_store.frozen = "the variables of its predict and train modes were made"
+        names = self._mfn_store.names()
+        set_tf1_names(self, {i: names[id(w)] for i, w in enumerate(self.weights) if id(w) in names})
+        self.built = True
+
+    def _mfn_step(self) -> tf.Variable:
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is None:
+            raise ValueError(f"{self._mfn_owner}: compile() the model before running it.")
+        step = optimizer.iterations
+        return _tfcompat.keras3_tf_variable(step) if KERAS3 else step
+
+    def _mfn_run(self, features: Any, labels: Any, mode: str) -> Any:
+        model_fn, params, config = self._mfn
+        with self._mfn_store.scope(self._mfn_step, mode):
+            return _call_model_fn(model_fn, features, labels, mode, params, config)
+
+    # ---- Keras ----
+    def compile(self, optimizer: Any = None, loss: Any = None, **kwargs: Any) -> None:
+        """Compiles with no loss and no optimizer of Keras's: the ``model_fn``'s own train.
+
+        Raises:
+            ValueError: ``optimizer`` or ``loss`` is given (the ``model_fn``'s ``train_op``
+                and loss are what ``fit`` runs; another would train something else).
+        """
+        if optimizer is not None or loss is not None:
+            raise ValueError(
+                f"{self._mfn_owner}.compile: fit runs the model_fn's own train_op and loss; "
+                "give compile() no optimizer and no loss (change them in the model_fn)."
+            )
+        # The optimizer only counts steps: its `iterations` is the model_fn's global step.
+        super().compile(optimizer=keras.optimizers.SGD(0.0), **kwargs)
+
+    @property
+    def metrics(self) -> list:
+        return [self._mfn_loss]
+
+    def call(self, inputs: Any, training: Any = None) -> Any:
+        if tf.executing_eagerly():
+            if self._mfn_predict is None:
+                self._mfn_predict = tf.function(
+                    lambda f: self._mfn_run(f, None, PREDICT).predictions, reduce_retracing=True
+                )
+            return self._mfn_predict(inputs)
+        return self._mfn_run(inputs, None, PREDICT).predictions
+
+    def _mfn_train_graph(self, features: Any, labels: Any) -> tf.Tensor:
+        spec = self._mfn_run(features, labels, TRAIN)
+        if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
+            raise ValueError(
+                f"{self._mfn_owner}: the model_fn returned no "
+                f"{'loss' if getattr(spec, 'loss', None) is None else 'train_op'} in TRAIN mode; "
+                "fit runs the model_fn's own train_op on its loss."
+            )
+        with tf.control_dependencies([spec.train_op]):
+            return tf.identity(spec.loss)
+
+    def train_step(self, data: Any) -> dict:
+        features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        if sample_weight is not None:
+            raise ValueError(
+                f"{self._mfn_owner}: fit got sample weights; the model_fn weighs its own loss "
+                "(give the weights as a feature, as the Estimator's input_fn did)."
+            )
+        if not self._mfn_labels:
+            raise ValueError(
+                f"{self._mfn_owner}: built without labels, so it cannot fit; pass labels= "
+                "(an example batch or TensorSpecs) to model_fn_model."
+            )
+        loss = self._mfn_train_graph(features, labels)
+        self._mfn_loss.update_state(loss)
+        return {"loss": self._mfn_loss.result()}

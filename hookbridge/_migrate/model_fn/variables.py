@@ -1,0 +1,141 @@
+"""The ``model_fn``'s variables, made once as Keras weights and handed back by TF1 name.
+
+Each call of the ``model_fn`` (each ``tf.function`` trace: ``fit``'s, ``predict``'s) runs under
+``VariableStore.scope``: a fresh TF1 variable store and fresh collections (what the Estimator's
+fresh ``tf.Graph`` gave each call) and a ``variable_creator_scope`` that answers every variable
+the TF1 code creates (``tf.compat.v1.get_variable``, ``variable_scope``, an optimizer's slots
+and ``beta1_power``, ``tf.Variable``) with the Keras weight of that name, made on the first
+call. ``get_or_create_global_step()`` gets the step variable the model counts with (its Keras
+optimizer's ``iterations``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from hookbridge import _tfcompat
+
+_GLOBAL_STEP = tf.compat.v1.GraphKeys.GLOBAL_STEP
+_GLOBAL_VARIABLES = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
+_TRAINABLE_VARIABLES = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+
+#: make_weight(TF1 name, initial value tensor, trainable) -> (the Keras weight, its tf.Variable)
+MakeWeight = Callable[[str, tf.Tensor, bool], "tuple[Any, tf.Variable]"]
+
+
+class VariableStore:
+    """The ``model_fn``'s variables by TF1 name (``dense/kernel``, ``dense/kernel/Adam``).
+
+    Args:
+        make_weight: makes the Keras weight of a new TF1 variable (named as TF1 names it) and
+            returns it with the ``tf.Variable`` the TF1 code is given.
+        owner: how errors name the model (``model_fn_model(my_model_fn)``).
+    """
+
+    def __init__(self, make_weight: MakeWeight, owner: str) -> None:
+        self._make_weight = make_weight
+        self._owner = owner
+        self._weights: dict[str, tuple[Any, tf.Variable]] = {}
+        self._local = threading.local()
+        #: Why no variable may be created any more (set once the model is built), or None.
+        self.frozen: str | None = None
+
+    def names(self) -> dict[int, str]:
+        """``{id(weight): TF1 name}`` of every weight made so far."""
+        return {id(weight): name for name, (weight, _) in self._weights.items()}
+
+    def weight(self, name: str) -> Any:
+        """The Keras weight of the TF1 variable ``name``."""
+        return self._weights[name][0]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._weights
+
+    @contextlib.contextmanager
+    def scope(self, step: Callable[[], tf.Variable], mode: str) -> Iterator[tf.Graph]:
+        """Runs TF1 code in the current (function) graph with this store's variables.
+
+        Args:
+            step: returns the ``tf.Variable`` ``get_or_create_global_step()`` gets.
+            mode: the ``ModeKeys`` value the ``model_fn`` runs in (for errors).
+        """
+        graph = tf.compat.v1.get_default_graph()
+        if tf.executing_eagerly():
+            raise RuntimeError(
+                f"{self._owner}: the model_fn runs in a tf.function graph, not eagerly (a bug "
+                "in hookbridge: please report it)."
+            )
+
+        def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+            if getattr(self._local, "making", False):  # our own weight's tf.Variable
+                return next_creator(**kwargs)
+            return self._variable(graph, step, mode, kwargs)
+
+        with _tfcompat.fresh_tf1_graph_state(graph), tf.variable_creator_scope(creator):
+            with graph.name_scope(None):  # the model_fn ran at the root of its graph
+                yield graph
+
+    def _variable(
+        self, graph: tf.Graph, step: Callable[[], tf.Variable], mode: str, kwargs: dict
+    ) -> tf.Variable:
+        collections = list(kwargs.get("collections") or [_GLOBAL_VARIABLES])
+        trainable = kwargs.get("trainable")
+        trainable = True if trainable is None else bool(trainable)
+        if _GLOBAL_STEP in collections:  # get_or_create_global_step / create_global_step
+            variable = step()
+            graph.add_to_collections(collections, variable)
+            return variable
+        # The name the variable takes in this graph, as a ResourceVariable's constructor names
+        # it (get_variable passes its full scoped name at the root; slots end in "/").
+        with graph.name_scope(kwargs.get("name") or "Variable") as scoped:
+            name = scoped.rstrip("/")
+        if name not in self._weights:
+            self._make(name, kwargs, trainable, mode)
+        weight, variable = self._weights[name]
+        shape = kwargs.get("shape")
+        if shape is not None and not tf.TensorShape(shape).is_compatible_with(variable.shape):
+            raise ValueError(
+                f"{self._owner}: the model_fn asks for variable {name!r} with shape "
+                f"{tf.TensorShape(shape)} in {mode} mode; it was made with {variable.shape}."
+            )
+        if trainable and _TRAINABLE_VARIABLES not in collections:
+            collections.append(_TRAINABLE_VARIABLES)
+        graph.add_to_collections(collections, variable)
+        return variable
+
+    def _make(self, name: str, kwargs: dict, trainable: bool, mode: str) -> None:
+        if self.frozen:
+            raise ValueError(
+                f"{self._owner}: the model_fn created variable {name!r} in {mode} mode after the "
+                f"model was built ({self.frozen}). An Estimator's checkpoint holds only the "
+                "variables its train and predict graphs made: a variable made later has no "
+                "value to restore and no Keras weight to train. Make it in the model_fn's "
+                "predict or train mode graph."
+            )
+        initial = kwargs.get("initial_value")
+        if initial is None:
+            raise ValueError(
+                f"{self._owner}: variable {name!r} is created without an initial value "
+                "(a VariableDef or a variable restored from a graph), which a Keras weight "
+                "cannot be made from."
+            )
+        self._local.making = True
+        try:
+            with tf.init_scope():
+                value = initial() if callable(initial) else initial
+                value = tf.convert_to_tensor(value, dtype=kwargs.get("dtype"))
+                self._weights[name] = self._make_weight(name, value, trainable)
+        finally:
+            self._local.making = False
+
+
+def tf_variable_named(name: str, value: tf.Tensor, trainable: bool) -> tf.Variable:
+    """A ``tf.Variable`` named ``name`` exactly (``dense/kernel:0``), made eagerly."""
+    prefix, _, leaf = name.rpartition("/")
+    with tf.compat.v1.name_scope(prefix + "/" if prefix else ""):  # absolute, in eager mode
+        return tf.Variable(value, name=leaf, trainable=trainable)

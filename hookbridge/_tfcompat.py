@@ -719,7 +719,7 @@ def _model_fn_symbols_checked() -> bool:
     return True
 
 
-class fresh_tf1_graph_state:  # noqa: N801 (a context manager, named as TF names its scopes)
+class fresh_tf1_graph_state:
     """``with fresh_tf1_graph_state(graph):`` gives ``graph`` (a ``tf.function``'s FuncGraph) a
     variable store and collections of its own for the time of one ``model_fn`` call, as the
     fresh ``tf.Graph`` of each Estimator call had: a FuncGraph shares the variable store

@@ -80,9 +80,7 @@ class NativeRun:
     def train(self, xs, ys):
         losses = []
         for x, y in zip(xs, ys):
-            loss, _ = self.session.run(
-                [self.spec.loss, self.spec.train_op], {self.x: x, self.y: y}
-            )
+            loss, _ = self.session.run([self.spec.loss, self.spec.train_op], {self.x: x, self.y: y})
             losses.append(float(loss))
         return losses
 

@@ -689,3 +689,35 @@ def test_keras_weight_variable_is_the_tf_variable():
     assert isinstance(variable, tf.Variable)
     layer.kernel.assign([[1.0], [2.0]])
     assert variable.numpy().tolist() == [[1.0], [2.0]]
+
+
+# ---- model_fn: mfncore ----
+def test_fresh_tf1_graph_state_gives_a_graph_its_own_variable_store_and_collections():
+    """model_fn_model runs each model_fn call with a TF1 variable store and collections of its
+    own (a FuncGraph shares both with the eager graph): Graph._collections and
+    variable_scope._VariableStore / with_variable_store."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default() as graph:
+        outer = v1.get_variable("v", [1])
+        with _tfcompat.fresh_tf1_graph_state(graph):
+            assert v1.global_variables() == []
+            inner = v1.get_variable("v", [1])  # no "already exists": a store of its own
+            assert v1.global_variables() == [inner]
+        assert v1.global_variables() == [outer]
+        with pytest.raises(ValueError, match="already exists"):
+            v1.get_variable("v", [1])
+
+
+def test_keras3_weights_made_outside_add_weight_are_tracked_and_hold_a_tf_variable():
+    """Keras 3's private Layer._track_variable and Variable._value (model_fn_model's weights)."""
+    if not str(getattr(tf.keras, "__version__", "2")).startswith("3"):
+        pytest.skip("Keras 3 only: tf_keras weights are tf.Variables")
+    keras = tf.keras
+    layer = keras.layers.Layer()
+    weight = keras.Variable(initializer=np.zeros(2, "float32"), name="kernel")
+    _tfcompat.keras3_track_weight(layer, weight)
+    assert layer.weights == [weight] and layer.trainable_weights == [weight]
+    variable = _tfcompat.keras3_tf_variable(weight)
+    assert isinstance(variable, tf.Variable)
+    variable.assign([1.0, 2.0])
+    np.testing.assert_array_equal(weight.numpy(), [1.0, 2.0])

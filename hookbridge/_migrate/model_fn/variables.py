@@ -96,7 +96,7 @@ class VariableStore:
             name = scoped.rstrip("/")
         if name not in self._weights:
             self._make(name, kwargs, trainable, mode)
-        weight, variable = self._weights[name]
+        _, variable = self._weights[name]
         shape = kwargs.get("shape")
         if shape is not None and not tf.TensorShape(shape).is_compatible_with(variable.shape):
             raise ValueError(

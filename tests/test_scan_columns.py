@@ -305,6 +305,43 @@ def test_what_the_tree_cannot_tell_is_unknown_with_the_reason(tmp_path):
         )
 
 
+def test_columns_in_a_dict_of_keyword_arguments(tmp_path):
+    # census's `DNNLinearCombinedClassifier(config=config, **columns.estimator_arguments())`:
+    # a dict literal is read; any other **kwargs or *args may hold the columns: unknown.
+    job = _job(
+        tmp_path,
+        {
+            "cols.py": """
+            import tensorflow as tf
+
+            def estimator_arguments():
+                deep = [tf.feature_column.numeric_column("age")]
+                return {"dnn_feature_columns": deep, "dnn_hidden_units": [4]}
+            """,
+            "train.py": """
+            import tensorflow as tf
+            import cols
+
+            def build(config, **options):
+                read = tf.estimator.DNNLinearCombinedRegressor(
+                    config=config, **cols.estimator_arguments()
+                )
+                opaque = tf.estimator.DNNRegressor(hidden_units=[4], **options)
+                positional = tf.estimator.LinearRegressor(*options["args"])
+                return read, opaque, positional
+            """,
+        },
+    )
+    result = scan(job)
+    read = _row(result, "train.py", "DNNLinearCombined")
+    assert _shape(read) == [("dnn_feature_columns", "numeric_column", "age", True)]
+    opaque = _row(result, "train.py", "DNNRegressor")
+    assert [(c.key, c.builds) for c in opaque.columns] == [("**options", None)]
+    assert "builds its Keras model" not in opaque.detail  # never "0 columns, all built"
+    positional = _row(result, "train.py", "LinearRegressor")
+    assert [(c.key, c.builds) for c in positional.columns] == [("*options['args']", None)]
+
+
 def test_lists_built_in_steps(tmp_path):
     job = _job(
         tmp_path,

@@ -76,6 +76,37 @@ class Reader(Values):
             dataclasses.replace(c, argument=name) for c in self._columns(At(m, scopes, node), 0)
         ]
 
+    def given(
+        self, m: ModuleInfo, scopes: tuple, call: ast.Call, keyword: str, index: int | None
+    ) -> list[Column]:
+        """The columns ``call`` gives as ``keyword`` (or at position ``index``), also through a
+        ``**dict`` the tree reads (``**columns.estimator_arguments()`` returning a dict
+        literal); unknown where a ``*args`` or ``**kwargs`` may hold them."""
+        value = argument(call, keyword, index)
+        if value is not None:
+            return self.columns(m, scopes, value, keyword)
+        where = f"{m.path}:{call.lineno}"
+        if index is not None and any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+            text = short_text(next(a for a in call.args if isinstance(a, ast.Starred)))
+            reason = f"may be in {text}: the tree cannot tell"
+            return [Column(keyword, "", text, None, reason, where)]
+        for starred in (k.value for k in call.keywords if k.arg is None):
+            items = list(self._values(At(m, scopes, starred), 0))
+            found = items[0] if len(items) == 1 else None
+            if not (
+                isinstance(found, At)
+                and isinstance(found.node, ast.Dict)
+                and all(isinstance(k, ast.Constant) for k in found.node.keys)
+            ):
+                text = f"**{short_text(starred)}"
+                reason = f"may be in {text}, a dict the tree cannot read"
+                return [Column(keyword, "", text, None, reason, where)]
+            for key, item in zip(found.node.keys, found.node.values):
+                if key.value == keyword:
+                    columns = self._columns(found._replace(node=item), 0)
+                    return [dataclasses.replace(c, argument=keyword) for c in columns]
+        return []
+
     # ------------------------------------------------------------------ columns
     def _columns(self, at: At, depth: int) -> Iterator[Column]:
         for item in self._values(at, depth):

@@ -40,9 +40,7 @@ def twin_verdict(
     reader = Reader()
     columns: list[Column] = []
     for keyword, index in _COLUMN_ARGUMENTS[family].items():
-        value = argument(call, keyword, index)
-        if value is not None:
-            columns += reader.columns(module, scopes, value, keyword)
+        columns += reader.given(module, scopes, call, keyword, index)
     arguments = [
         f"{keyword}={ast.unparse(given)[:40]}"
         for keyword in kinds.UNSUPPORTED_ARGUMENTS

@@ -479,3 +479,50 @@ def test_the_supported_list_names_what_tensorflow_builds():
         old = tf.compat.v1.feature_column.shared_embedding_columns([shop, shop2], 2)[0]
     assert type(old).__name__ not in kinds.SUPPORTED_CLASSES  # refused: named otherwise
     assert kinds.refusal("shared_embedding_columns")
+
+
+def _native(column) -> tuple[str, str]:
+    """(the tf.feature_column function, its key as the scan writes it) of a real column."""
+    function = {kind.cls: kind.function for kind in kinds.SUPPORTED_COLUMNS}[type(column).__name__]
+    return function, _native_key(column)
+
+
+def _native_key(column) -> str:
+    for source in ("source_column", "categorical_column"):
+        if hasattr(column, source):
+            return _native_key(getattr(column, source))
+    if hasattr(column, "keys"):  # crossed
+        return " x ".join(k if isinstance(k, str) else _native_key(k) for k in column.keys)
+    return column.key
+
+
+@pytest.mark.parametrize(
+    ("root", "module", "function", "path"),
+    [
+        # this file's fixture, laid out like tensorflow/models
+        (WIDE_DEEP, "official.r1.wide_deep.census_dataset", "build_model_columns", CENSUS_MAIN),
+        # the census twin's own columns (tests/fixtures/census_twin: dict comprehensions, keys
+        # looked up, *numeric.values(), the Estimator's arguments in a **dict)
+        (ROOT / "tests", "fixtures.census_twin.columns", "wide_and_deep", "native.py"),
+    ],
+)
+def test_the_scanned_columns_are_tensorflows(monkeypatch, root, module, function, path):
+    """The oracle: the columns TensorFlow builds from the same source, in the same order."""
+    pytest.importorskip("tensorflow")
+    import importlib
+
+    monkeypatch.syspath_prepend(str(root))
+    before = set(sys.modules)
+    try:
+        wide, deep = getattr(importlib.import_module(module), function)()
+    finally:  # no fixture module stays imported
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+    native = [("linear_feature_columns", *_native(c)) for c in wide]
+    native += [("dnn_feature_columns", *_native(c)) for c in deep]
+    scanned_root = root if path == CENSUS_MAIN else root / "fixtures" / "census_twin"
+    rows = [x for x in scan(scanned_root).findings if x.path == path and x.columns]
+    combined = [x for x in rows if "DNNLinearCombined" in x.name]
+    assert len(combined) == 1
+    assert [(c.argument, c.type, c.key) for c in combined[0].columns] == native
+    assert all(c.builds for c in combined[0].columns) and len(native) == 18

@@ -21,17 +21,17 @@ from collections.abc import Iterator
 
 from hookbridge._migrate.scan.classes import last_name
 from hookbridge._migrate.scan.flow import argument
-from hookbridge._migrate.scan.modules import ModuleInfo
-from hookbridge._migrate.scan.scopes import SCOPES
-from hookbridge._migrate.scan.values import (
+from hookbridge._migrate.scan.items import (
     At,
     Either,
     Item,
     Unknown,
-    Values,
     column_function,
     short_text,
 )
+from hookbridge._migrate.scan.modules import ModuleInfo
+from hookbridge._migrate.scan.scopes import SCOPES
+from hookbridge._migrate.scan.values import Values
 from hookbridge._migrate.twins import kinds
 
 #: Arguments of a column function holding other columns (or raw keys): (keyword, position).
@@ -189,6 +189,11 @@ class Reader(Values):
             return
         loop = node.generators[0]
         elt = node.elt
+        bound = self.iterations(at, loop, depth)
+        if bound is not None:  # a literal to loop over: each item's columns, exactly
+            for names in bound:
+                yield from self._columns(at._replace(node=elt, local=at.local + names), depth + 1)
+            return
         if not (isinstance(elt, ast.Call) and column_function(m, elt)):
             yield Column(
                 "",
@@ -199,34 +204,10 @@ class Reader(Values):
                 where,
             )
             return
-        keys = self._constants(at._replace(node=loop.iter), depth + 1)
-        first = argument(elt, "key", 0)
-        if (
-            keys is not None
-            and isinstance(loop.target, ast.Name)
-            and isinstance(first, ast.Name)
-            and first.id == loop.target.id
-        ):
-            for key in keys:
-                for column in self._describe(at._replace(node=elt), depth):
-                    yield dataclasses.replace(column, key=key)
-            return
         for column in self._describe(at._replace(node=elt), depth):
             yield dataclasses.replace(
                 column, key=f"one per {short_text(loop.target)} in {short_text(loop.iter)}"
             )
-
-    def _constants(self, at: At, depth: int) -> list[str] | None:
-        """The strings a literal list names (through names), else None."""
-        out: list[str] = []
-        for item in self._values(at, depth):
-            if not isinstance(item, At) or not isinstance(item.node, (ast.List, ast.Tuple)):
-                return None
-            for element in item.node.elts:
-                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
-                    return None
-                out.append(element.value)
-        return out
 
     def _describe(self, at: At, depth: int, index: object = None) -> Iterator[Column]:
         m, node = at.m, at.node

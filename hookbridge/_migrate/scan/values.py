@@ -16,10 +16,20 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import NamedTuple
 
-from hookbridge._migrate.scan.classes import is_tf, last_name
+from hookbridge._migrate.scan.classes import last_name
+from hookbridge._migrate.scan.containers import Containers
 from hookbridge._migrate.scan.flow import Forwarded, argument_for
+from hookbridge._migrate.scan.items import (
+    DEPTH,
+    At,
+    Either,
+    Item,
+    Unknown,
+    column_function,
+    short_text,
+    unknown,
+)
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
 from hookbridge._migrate.scan.scopes import (
     SCOPES,
@@ -31,64 +41,13 @@ from hookbridge._migrate.scan.scopes import (
 )
 from hookbridge._migrate.twins import kinds
 
-DEPTH = 24
-#: Arguments of a column function holding other columns (or raw keys): (keyword, position).
+#: List methods that add to a list of columns.
 _MUTATORS = frozenset({"append", "extend", "insert"})
 #: Statements whose body may run or not, or many times.
 _CONTROL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)
 
 
-class At(NamedTuple):
-    m: ModuleInfo
-    scopes: tuple
-    node: ast.AST
-    #: The calls whose arguments the parameters of the functions around ``node`` hold:
-    #: ((id(function), (module, Call, the caller's env)), ...), innermost first. A value read
-    #: inside a function reached through a call (``_vocabulary("education", ...)``) takes that
-    #: call's arguments, not those of every call of the function.
-    env: tuple = ()
-
-
-class Unknown(NamedTuple):
-    where: str
-    text: str
-    reason: str
-
-
-class Either(NamedTuple):
-    """Values that differ by path: one list per branch (two callers, two ``return``)."""
-
-    what: str  # "the callers at a.py:3, b.py:9" / "build's return statements (lines 4, 7)"
-    branches: tuple[tuple, ...]
-    #: True: one branch, values added only when a statement runs (``if flag: cols.append(c)``);
-    #: ``what`` says which ("under the if at line 10").
-    maybe: bool = False
-
-
-Item = At | Unknown | Either
-
-
-def short_text(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 48 else text[:45] + "..."
-
-
-def unknown(at: At, reason: str) -> Unknown:
-    return Unknown(f"{at.m.path}:{getattr(at.node, 'lineno', 1)}", short_text(at.node), reason)
-
-
-def column_function(m: ModuleInfo, node: ast.Call) -> str | None:
-    """The qualified name of a feature-column function ``node`` calls, else None."""
-    qualified = m.qualify(node.func)
-    last = last_name(qualified)
-    if not is_tf(qualified):
-        return None
-    if last.endswith(("_column", "_columns")) or last.startswith("sequence_"):
-        return qualified
-    return qualified if last in kinds.SUPPORTED_FUNCTIONS else None
-
-
-class Values:
+class Values(Containers):
     """Evaluates expressions across a scanned project (see the module's docstring)."""
 
     def __init__(self) -> None:
@@ -110,6 +69,10 @@ class Values:
                 yield from self._values(value, depth + 1)
         elif isinstance(node, ast.Subscript):
             index = node.slice
+            key = self._constant(at._replace(node=index), depth)
+            if isinstance(key, str):  # vocab["education"]
+                yield from self._lookup(at._replace(node=node.value), key, depth)
+                return
             if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
                 yield unknown(at, "an index the tree cannot read")
                 return
@@ -118,6 +81,17 @@ class Values:
                 yield self._pick(bases[0], index.value, depth)
             else:  # x = [..]; x += [..]; x[0]
                 yield unknown(at, "an index into a value built in several steps")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "values"
+            and not node.args
+        ):  # *numeric.values(): a dict's values, in order
+            pairs = self._dict_items(at._replace(node=node.func.value), depth)
+            if pairs is None:
+                yield unknown(at, "the values of a dict the tree cannot read")
+            for _, value in pairs or ():
+                yield from self._values(value, depth + 1)
         elif isinstance(node, ast.Call) and not column_function(m, node):
             yield from self._call(at, depth)
         else:
@@ -152,6 +126,10 @@ class Values:
 
     def _name(self, at: At, depth: int) -> Iterator[Item]:
         m, scopes, node = at[:3]
+        local = dict(at.local).get(node.id)
+        if local is not None:  # a comprehension's name, bound to this item
+            yield from self._values(local, depth + 1)
+            return
         values, where, parameter = binding(m, scopes, node.id, node.lineno)
         if values:
             here = At(m, where, values[0], at.env)
@@ -291,7 +269,7 @@ class Values:
                 tuple([self._returned(i, at, depth) for i in b]) for b in item.branches
             )
             return item._replace(branches=branches)
-        m, scopes, fn, env = item
+        m, scopes, fn, env = item[:4]
         call = Call(at.node, at.scopes)
         if is_partial(m, fn) and not isinstance(fn.args[0], ast.Starred):
             # functools.partial(build_model_columns, dataset=...)(): the function, given the

@@ -217,7 +217,9 @@ def classes(keras: Any) -> dict[str, type]:
             kernel = _KERNELS[self.kind][0]
             if isinstance(gradient, tf.IndexedSlices):
                 values, indices = gradient.values, gradient.indices
-                if self.kind != "SGD":  # TF1 and legacy Keras sum duplicates first
+                # TF1 and legacy Keras sum duplicates first (not SGD); Keras 2.11+'s
+                # apply_gradients already did, with these same ops: not twice.
+                if self.kind != "SGD" and keras3:
                     values, indices = deduplicate(values, indices)
                 return kernel(self, variable, lr, values, indices)
             return kernel(self, variable, lr, gradient, None)

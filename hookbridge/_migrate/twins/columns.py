@@ -18,7 +18,14 @@ ragged inputs (fc takes dense or sparse features; a ragged one is given as its `
 Each layer's ``checkpoint_names()`` gives its weights with the names the Estimator's checkpoint
 has for them under ``scope`` (``dnn/input_from_feature_columns/input_layer``,
 ``linear/linear_model``), the same for V1 and V2 canned Estimators (``tests/test_twin_columns.py``
-reads them from both on TF 2.15).
+reads them from both on TF 2.15). Shared embeddings, measured there:
+``tf.compat.v1.feature_column.shared_embedding_columns`` (V1 Estimators) keep their weight at
+``<input layer scope>/<collection>/embedding_weights`` and a linear model names each column's
+weights ``<collection>/weights``, ``<collection>_1/weights``, ... in column order;
+``tf.feature_column.shared_embeddings`` keep it at ``dnn/input_from_feature_columns/<name>``
+under a V1 Estimator, which trains it, and at ``<name>`` under a V2 Estimator, which never
+trains it (its variable is made outside the Estimator's Keras layers): the layer's weight is then
+not trainable either.
 """
 
 from __future__ import annotations
@@ -26,12 +33,23 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from hookbridge._migrate.twins.column_checks import refuse as _refuse
+from hookbridge._migrate.twins.column_checks import unsupported
+
+__all__ = ["DNN_SCOPE", "LINEAR_SCOPE", "input_layer", "linear_model", "unsupported"]
+
 #: The scopes a canned Estimator's checkpoint puts these layers' variables under.
 DNN_SCOPE = "dnn/input_from_feature_columns/input_layer"
 LINEAR_SCOPE = "linear/linear_model"
 
 
-def input_layer(feature_columns: Any, *, scope: str = DNN_SCOPE, name: str = "input_layer") -> Any:
+def input_layer(
+    feature_columns: Any,
+    *,
+    scope: str = DNN_SCOPE,
+    name: str = "input_layer",
+    v1: bool = False,
+) -> Any:
     """The Keras layer computing a canned DNN's input layer from a dict of features.
 
     Args:
@@ -39,6 +57,8 @@ def input_layer(feature_columns: Any, *, scope: str = DNN_SCOPE, name: str = "in
             bucketized, embedding, shared embedding, indicator).
         scope: the checkpoint scope of its variables (``checkpoint_names``).
         name: the Keras layer's name.
+        v1: the layer of a V1 canned Estimator (``tf.compat.v1.estimator``); it only matters
+            for ``tf.feature_column.shared_embeddings`` (see the module docstring: shared embeddings).
 
     Returns:
         A Keras layer; called with a dict of features (extra keys are ignored, features are
@@ -48,7 +68,7 @@ def input_layer(feature_columns: Any, *, scope: str = DNN_SCOPE, name: str = "in
         ValueError: a column it cannot build (``unsupported`` names every one).
     """
     _refuse(feature_columns, dense_only=True, what="input_layer")
-    return _classes()[0](feature_columns, scope=scope, name=name)
+    return _classes()[0](feature_columns, scope=scope, name=name, v1=v1)
 
 
 def linear_model(
@@ -58,6 +78,8 @@ def linear_model(
     sparse_combiner: str = "sum",
     scope: str = LINEAR_SCOPE,
     name: str = "linear_model",
+    v1: bool = False,
+    share_with: Any = None,
 ) -> Any:
     """The Keras layer computing a canned linear model's logits from a dict of features.
 
@@ -71,6 +93,10 @@ def linear_model(
             default; 'mean'; 'sqrtn').
         scope: the checkpoint scope of its variables (``checkpoint_names``).
         name: the Keras layer's name.
+        v1: the layer of a V1 canned Estimator (see the module docstring: shared embeddings).
+        share_with: the ``input_layer`` of the same ``DNNLinearCombined*`` twin: shared
+            embeddings are then one weight, the input layer's, as in the Estimator's graph
+            (which builds the DNN part first); ``checkpoint_names`` lists it there only.
 
     Returns:
         A Keras layer; called with a dict of features it returns the ``[batch, units]`` logits.
@@ -80,67 +106,14 @@ def linear_model(
     """
     _refuse(feature_columns, dense_only=False, what="linear_model")
     return _classes()[1](
-        feature_columns, units=units, sparse_combiner=sparse_combiner, scope=scope, name=name
+        feature_columns,
+        units=units,
+        sparse_combiner=sparse_combiner,
+        scope=scope,
+        name=name,
+        v1=v1,
+        share_with=share_with,
     )
-
-
-def unsupported(feature_columns: Any, *, dense_only: bool = False) -> list[str]:
-    """Every column (or column inside one) the layers cannot build, each with the reason.
-
-    Args:
-        feature_columns: feature columns.
-        dense_only: the columns of an input layer (a DNN's), where a categorical column
-            must be wrapped in an embedding or indicator column.
-
-    Returns:
-        ``"<column name> (<type>): <reason>"`` per column, empty when all can be built.
-    """
-    from hookbridge import _tfcompat
-
-    fc = _tfcompat.feature_column_internals()
-    out: list[str] = []
-    for column in feature_columns:
-        reason = _why_not(fc, column)
-        if reason is None and dense_only and not isinstance(column, (fc.dense, fc.shared_v1)):
-            reason = (
-                "a DNN's input takes dense columns only; wrap it in "
-                "tf.feature_column.embedding_column or indicator_column"
-            )
-        if reason is not None:
-            out.append(f"{getattr(column, 'name', column)!s} ({type(column).__name__}): {reason}")
-    return out
-
-
-def _why_not(fc: Any, column: Any) -> str | None:
-    if isinstance(column, fc.sequence):
-        return "a sequence column (SequenceFeatures / RNN Estimators), not a canned DNN/Linear input"
-    if isinstance(column, fc.shared_v1):  # tf.compat.v1 shared_embedding_columns
-        inner = column.categorical_column
-        if column.ckpt_to_load_from is not None:
-            return "ckpt_to_load_from: load the weights with restore_checkpoint instead"
-        return _why_not(fc, inner)
-    if not isinstance(column, fc.feature_column):
-        return "not a tf.feature_column (v2) column"
-    if isinstance(column, fc.embedding) and column.ckpt_to_load_from is not None:
-        return "ckpt_to_load_from: load the weights with restore_checkpoint instead"
-    if isinstance(column, fc.shared_v2):
-        if column.shared_embedding_column_creator._ckpt_to_load_from is not None:
-            return "ckpt_to_load_from: load the weights with restore_checkpoint instead"
-    for parent in getattr(column, "parents", None) or []:
-        if isinstance(parent, str):
-            continue
-        reason = _why_not(fc, parent)
-        if reason is not None:
-            return f"its column {parent.name!r}: {reason}"
-    return None
-
-
-def _refuse(feature_columns: Any, *, dense_only: bool, what: str) -> None:
-    bad = unsupported(feature_columns, dense_only=dense_only)
-    if bad:
-        raise ValueError(
-            f"hookbridge {what}: {len(bad)} feature column(s) cannot be built: " + "; ".join(bad)
-        )
 
 
 def _sorted(feature_columns: Any) -> list[Any]:
@@ -188,14 +161,21 @@ def _classes() -> tuple[Any, Any]:
             self._layer, self._prefix = layer, prefix
             self.variables: dict[tuple[Any, str], Any] = {}
             self.names: list[tuple[Any, str]] = []
+            self.scopes: dict[Any, str] = {}  # a column's scope when not its name
             self._resources: dict[tuple[Any, str], Any] = {}
 
         def create_variable(
-            self, feature_column, name, shape, dtype=None, trainable=True, use_resource=True,
+            self,
+            feature_column,
+            name,
+            shape,
+            dtype=None,
+            trainable=True,
+            use_resource=True,
             initializer=None,
         ):
             del use_resource  # Keras weights are resource variables
-            scope = fc.scope_name(feature_column.name)
+            scope = self.scopes.get(feature_column) or fc.scope_name(feature_column.name)
             weight = self._layer.add_weight(
                 name=f"{scope}.{name}",
                 shape=tuple(int(d) for d in shape),
@@ -220,12 +200,13 @@ def _classes() -> tuple[Any, Any]:
             return self._resources[(feature_column, resource_name)]
 
     class _ColumnsLayer(keras.layers.Layer):
-        def __init__(self, feature_columns, *, scope, name, **kwargs):
+        def __init__(self, feature_columns, *, scope, name, v1=False, share_with=None, **kwargs):
             super().__init__(name=name, **kwargs)
             self._columns = _sorted(feature_columns)
-            self._scope = scope
+            self._scope, self._v1 = scope, bool(v1)
             self._state = _KerasStateManager(self, scope)
-            self._shared: dict[str, Any] = {}
+            # collection -> Keras weight; one dict for the two parts of a combined twin
+            self._shared: dict[str, Any] = {} if share_with is None else share_with._shared
             if hasattr(self, "_convert_input_args"):  # Keras 3: features stay as given
                 self._convert_input_args = False
                 self._allow_non_tensor_positional_args = True
@@ -235,7 +216,8 @@ def _classes() -> tuple[Any, Any]:
             # (of their own dtype, as an input_fn's dataset gives them).
             if isinstance(features, dict):
                 features = {
-                    k: v if tf.is_tensor(v) or isinstance(v, tf.SparseTensor)
+                    k: v
+                    if tf.is_tensor(v) or isinstance(v, tf.SparseTensor)
                     else tf.convert_to_tensor(v)
                     for k, v in features.items()
                 }
@@ -264,17 +246,20 @@ def _classes() -> tuple[Any, Any]:
 
         def _shared_weights(self, column):
             """The shared embedding's weights, one Keras weight per collection (hookbridge's
-            own: TensorFlow's creator makes a ``get_variable`` per graph, outside Keras)."""
+            own: TensorFlow's creator makes a ``get_variable`` per graph, outside Keras);
+            named as the module docstring says."""
             if isinstance(column, fc.shared_v1):
                 key = column.shared_embedding_collection_name
                 dimension, initializer = column.dimension, column.initializer
                 buckets = column.categorical_column.num_buckets
-                trainable, path = column.trainable, f"{key}/embedding_weights"
+                trainable, path = column.trainable, f"{self._scope}/{key}/embedding_weights"
             else:
                 creator = column.shared_embedding_column_creator
                 key, dimension = creator._name, creator._dimension
                 initializer, buckets = creator._initializer, creator._num_buckets
-                trainable, path = creator._trainable, key
+                # a V2 Estimator never trains it; a V1 one does
+                trainable = creator._trainable and self._v1
+                path = f"{DNN_SCOPE.rsplit('/', 1)[0]}/{key}" if self._v1 else key
             if key not in self._shared:
                 weight = self.add_weight(
                     name=f"{key}.embedding_weights",
@@ -284,7 +269,7 @@ def _classes() -> tuple[Any, Any]:
                     trainable=bool(trainable) and self.trainable,
                 )
                 self._shared[key] = weight
-                self._state.names.append((weight, f"{self._scope}/{path}"))
+                self._state.names.append((weight, path))
             return _tfcompat.keras_weight_variable(self._shared[key])
 
         def _dense(self, column, cache, training):
@@ -336,6 +321,9 @@ def _classes() -> tuple[Any, Any]:
         """A canned linear model's ``linear_model`` over feature columns."""
 
         def __init__(self, feature_columns, *, units, sparse_combiner, scope, name, **kwargs):
+            share_with = kwargs.get("share_with")
+            if share_with is not None and not share_with.built:
+                share_with.build(None)  # the DNN part first, as the Estimator's graph
             super().__init__(feature_columns, scope=scope, name=name, **kwargs)
             self._units, self._combiner = int(units), sparse_combiner
 
@@ -344,13 +332,21 @@ def _classes() -> tuple[Any, Any]:
 
         def _create(self, column):
             super()._create(column)
+            if isinstance(column, fc.shared_v1):  # fc's _LinearModel: a scope per collection
+                taken = sum(
+                    1
+                    for c in self._state.scopes
+                    if isinstance(c, fc.shared_v1)
+                    and c.shared_embedding_collection_name
+                    == column.shared_embedding_collection_name
+                )
+                key = column.shared_embedding_collection_name
+                self._state.scopes[column] = f"{key}_{taken}" if taken else key
             if isinstance(column, fc.categorical):
                 rows = column.num_buckets
             else:
                 rows = _dense_width(fc, column)
-            self._state.create_variable(
-                column, "weights", (rows, self._units), initializer="zeros"
-            )
+            self._state.create_variable(column, "weights", (rows, self._units), initializer="zeros")
 
         def build(self, input_shape=None):
             if self.built:
@@ -358,8 +354,11 @@ def _classes() -> tuple[Any, Any]:
             super().build(input_shape)
             with tf.init_scope():
                 self.bias = self.add_weight(
-                    name="bias_weights", shape=(self._units,), dtype="float32",
-                    initializer="zeros", trainable=self.trainable,
+                    name="bias_weights",
+                    shape=(self._units,),
+                    dtype="float32",
+                    initializer="zeros",
+                    trainable=self.trainable,
                 )
             self._state.names.append((self.bias, f"{self._scope}/bias_weights"))
 
@@ -375,7 +374,9 @@ def _classes() -> tuple[Any, Any]:
                         tensor = tf.reshape(tensor, (tf.shape(tensor)[0], _dense_width(fc, column)))
                         sums.append(tf.matmul(tensor, weights, name="weighted_sum"))
                         continue
-                    sums.append(fc.weighted_sum(column, cache, self._state, self._combiner, weights))
+                    sums.append(
+                        fc.weighted_sum(column, cache, self._state, self._combiner, weights)
+                    )
             fc.verify_batch(sums, self._columns)
             no_bias = tf.math.add_n(sums, name="weighted_sum_no_bias")
             bias = _tfcompat.keras_weight_variable(self.bias)

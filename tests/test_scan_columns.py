@@ -214,6 +214,27 @@ def test_every_column_keras_twin_does_not_build_is_named_at_once(tmp_path):
     assert contrib.columns[0].reason == kinds.CONTRIB_REASON
 
 
+def test_an_embedding_loaded_from_another_checkpoint_is_refused(tmp_path):
+    job = _job(
+        tmp_path,
+        {
+            "train.py": """
+            import tensorflow as tf
+            fc = tf.feature_column
+            city = fc.categorical_column_with_hash_bucket("city", 10)
+            warm = fc.embedding_column(city, 4, ckpt_to_load_from="old/", tensor_name_in_ckpt="e")
+            cold = fc.embedding_column(city, 4, ckpt_to_load_from=None)
+            est = tf.estimator.DNNClassifier([4], [warm, cold])
+            """
+        },
+    )
+    row = _row(scan(job), "train.py")
+    assert [(c.builds, c.reason) for c in row.columns] == [
+        (False, kinds.CHECKPOINT_REASON),
+        (True, ""),
+    ]
+
+
 def test_shared_embeddings_and_the_supported_set(tmp_path):
     job = _job(
         tmp_path,
@@ -379,7 +400,9 @@ def test_lists_built_in_steps(tmp_path):
         ("indicator_column", "d"),
         ("numeric_column", "e"),
     ]
-    assert all(c.builds for c in row.columns)
+    # a categorical column given to the DNN part: its input layer takes dense columns only
+    assert [c.builds for c in row.columns] == [True, True, False, True, True, True]
+    assert row.columns[2].reason == kinds.DNN_INPUT_REASON
     per_item = _row(result, "train.py", "DNNClassifier")
     assert _shape(per_item) == [
         ("feature_columns", "numeric_column", "one per k in read_keys()", True)
@@ -475,6 +498,14 @@ def test_the_supported_list_names_what_tensorflow_builds():
     assert set(made) == kinds.SUPPORTED_FUNCTIONS
     for kind in kinds.SUPPORTED_COLUMNS:
         assert type(made[kind.function]) is getattr(fc_v2, kind.cls), kind
+        # what a DNN's input layer takes: TensorFlow's dense columns, and only those
+        dense = isinstance(made[kind.function], fc_v2.DenseColumn)
+        assert dense == (kind.function in kinds.DENSE_FUNCTIONS), kind
+    with (
+        graph.as_default(),
+        pytest.raises(ValueError, match="feature_columns must be a _DenseColumn"),
+    ):
+        tf.compat.v1.feature_column.input_layer({"city": tf.constant([["a"]])}, [city])
     with graph.as_default():
         old = tf.compat.v1.feature_column.shared_embedding_columns([shop, shop2], 2)[0]
     assert type(old).__name__ not in kinds.SUPPORTED_CLASSES  # refused: named otherwise

@@ -214,6 +214,10 @@ class Reader(Values):
         qualified = column_function(m, node) or ""
         function = last_name(qualified)
         reason = kinds.refusal(function, contrib=".contrib." in f".{qualified}.")
+        if function in kinds.CHECKPOINT_ARGUMENT and not reason:
+            given = argument(node, "ckpt_to_load_from", kinds.CHECKPOINT_ARGUMENT[function])
+            if given is not None and not (isinstance(given, ast.Constant) and given.value is None):
+                reason = kinds.CHECKPOINT_REASON
         where = f"{m.path}:{node.lineno}"
         if function in kinds.LIST_FUNCTIONS:  # one column per categorical column given
             given = argument(node, "categorical_columns", 0)

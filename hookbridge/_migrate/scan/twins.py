@@ -11,6 +11,7 @@ builds it (:mod:`hookbridge._migrate.scan.columns` reads them, across modules), 
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from hookbridge._migrate.scan.columns import Column, Reader
 from hookbridge._migrate.scan.flow import argument
@@ -40,7 +41,15 @@ def twin_verdict(
     reader = Reader()
     columns: list[Column] = []
     for keyword, index in _COLUMN_ARGUMENTS[family].items():
-        columns += reader.given(module, scopes, call, keyword, index)
+        given = reader.given(module, scopes, call, keyword, index)
+        if keyword.startswith("dnn") or family == "DNN":  # the input layer: dense columns only
+            given = [
+                dataclasses.replace(c, builds=False, reason=kinds.DNN_INPUT_REASON)
+                if c.builds and c.type not in kinds.DENSE_FUNCTIONS
+                else c
+                for c in given
+            ]
+        columns += given
     arguments = [
         f"{keyword}={ast.unparse(given)[:40]}"
         for keyword in kinds.UNSUPPORTED_ARGUMENTS

@@ -39,6 +39,21 @@ SUPPORTED_COLUMNS: Final = (
 SUPPORTED_FUNCTIONS: Final = frozenset(kind.function for kind in SUPPORTED_COLUMNS)
 SUPPORTED_CLASSES: Final = frozenset(kind.cls for kind in SUPPORTED_COLUMNS)
 
+#: The columns a DNN's input layer takes (dense ones); the categorical ones only feed the linear
+#: part (the twin's input layer refuses them, as the Estimator's ``input_layer`` does).
+DENSE_FUNCTIONS: Final = frozenset(
+    {"numeric_column", "bucketized_column", "embedding_column", "indicator_column"}
+    | {"shared_embeddings"}
+)
+DNN_INPUT_REASON: Final = (
+    "a DNN's input takes dense columns only; wrap it in tf.feature_column.embedding_column or "
+    "indicator_column"
+)
+#: An embedding initialised from another checkpoint (``ckpt_to_load_from``) is refused: its
+#: position in each column function's signature, and why.
+CHECKPOINT_ARGUMENT: Final = {"embedding_column": 4, "shared_embeddings": 5}
+CHECKPOINT_REASON: Final = "ckpt_to_load_from: load the weights with restore_checkpoint instead"
+
 #: Functions that return a list of columns (one per categorical column given), not one.
 LIST_FUNCTIONS: Final = frozenset({"shared_embeddings", "shared_embedding_columns"})
 

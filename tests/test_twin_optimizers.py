@@ -430,3 +430,115 @@ def test_the_estimators_slots_go_into_the_twins_optimizer_and_back(which, tmp_pa
         rtol=1e-5,
         atol=1e-7,
     )
+
+
+# ---- a TF1 checkpoint both ways on every stack (no Estimator needed) ---------------------------
+def tf1_checkpoint_run(kind, model_dir, init, ids, y, batches, restore=False):
+    """TF1 training :class:`Embedded`'s network (``emb/table``, ``emb/kernel``) with
+    ``kind``'s TF1 optimizer over ``batches`` (start, end) rows, from ``init`` or from the
+    checkpoint of ``model_dir`` (``restore``), saving ``model.ckpt-<step>``; the batch losses."""
+    with tf.Graph().as_default():
+        step = v1.train.get_or_create_global_step()
+        table = v1.get_variable("emb/table", initializer=init[0], use_resource=True)
+        kernel = v1.get_variable("emb/kernel", initializer=init[1], use_resource=True)
+        x, t = v1.placeholder(tf.int64, [None, 3]), v1.placeholder(tf.float32, [None, 1])
+        out = tf.matmul(tf.reduce_mean(tf.gather(table, x), axis=1), kernel)
+        loss = tf.reduce_mean(tf.square(t - out))
+        tf1 = v1.train.AdagradOptimizer(0.05) if kind == "Adagrad" else v1.train.FtrlOptimizer(0.05)
+        train = tf1.minimize(loss, global_step=step)
+        saver = v1.train.Saver()
+        losses = []
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            if restore:
+                saver.restore(session, tf.train.latest_checkpoint(str(model_dir)))
+            for start, end in batches:
+                losses.append(session.run([train, loss], {x: ids[start:end], t: y[start:end]})[1])
+            saver.save(session, str(model_dir / "model.ckpt"), global_step=step)
+        return losses
+
+
+@pytest.mark.parametrize("kind", ["Adagrad", "Ftrl"])
+def test_a_tf1_checkpoints_slots_load_and_are_written_back(kind, tmp_path):
+    """TF1 trains 6 steps (an embedding: sparse updates with duplicate ids) and saves; the Keras
+    model with the twins' optimizer restores it ("auto"): slots equal the checkpoint's; it trains
+    6 steps under ``estimator_hooks``: the checkpoint holds its slots; TF1 continues from that
+    checkpoint as Keras goes on, loss by loss."""
+    import hookbridge
+
+    ids, y = embedding_data()
+    init = [
+        np.asarray(w, "float32")
+        for w in (
+            np.random.default_rng(3).normal(size=(VOCAB, DIM)),
+            np.random.default_rng(4).normal(size=(DIM, 1)),
+        )
+    ]
+    batches = [(k, k + BATCH) for k in range(0, len(y), BATCH)]
+    tf1_checkpoint_run(kind, tmp_path, init, ids, y, batches)
+    model = keras.Sequential([keras.Input((3,), dtype="int64"), Embedded()])
+    optimizer = estimator_optimizer(kind, v2=False, default_lr=0.05)
+    model.compile(optimizer=optimizer, loss="mse")
+    slot_names = {
+        "Adagrad": {"accumulator": "Adagrad"},
+        "Ftrl": {"accumulator": "Ftrl", "linear": "Ftrl_1"},
+    }[kind]
+
+    def assert_slots_are_the_checkpoints():
+        reader = tf.train.load_checkpoint(str(tmp_path))
+        for weight, name in zip(model.weights, ("emb/table", "emb/kernel")):
+            np.testing.assert_array_equal(weight.numpy(), reader.get_tensor(name))
+            for slot, leaf in slot_names.items():
+                np.testing.assert_array_equal(
+                    optimizer.slot(weight, slot).numpy(),
+                    reader.get_tensor(f"{name}/{leaf}"),
+                    err_msg=f"{name}/{leaf}",
+                )
+
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert hookbridge.restore_checkpoint(model, tmp_path, "auto") == 6
+    assert [str(w.message) for w in caught if "restore_checkpoint" in str(w.message)] == []
+    assert_slots_are_the_checkpoints()
+
+    model.fit(
+        ids,
+        y,
+        batch_size=BATCH,
+        shuffle=False,
+        initial_epoch=1,
+        epochs=2,
+        verbose=0,
+        callbacks=[
+            hookbridge.HookCallback(
+                lambda: hookbridge.estimator_hooks(
+                    tmp_path,
+                    model=model,
+                    save_checkpoints_steps=6,
+                    log_step_count_steps=None,
+                    backup=None,
+                )
+            )
+        ],
+    )
+    assert tf.train.load_checkpoint(str(tmp_path)).get_tensor("global_step") == 12
+    assert_slots_are_the_checkpoints()  # written back under TF1's names
+
+    from estimator_setup import LossRecorder
+
+    native = tf1_checkpoint_run(kind, tmp_path, init, ids, y, batches, restore=True)
+    recorder = LossRecorder()  # Keras going on: each batch's loss
+    model.fit(
+        ids,
+        y,
+        batch_size=BATCH,
+        shuffle=False,
+        initial_epoch=2,
+        epochs=3,
+        verbose=0,
+        callbacks=[hookbridge.HookCallback(lambda: [recorder])],
+    )
+    assert len(native) == len(recorder.losses) == 6
+    np.testing.assert_allclose(recorder.losses, native, rtol=1e-5, atol=1e-7)

@@ -146,14 +146,16 @@ def randomize(layer, seed: int) -> dict:
     return values
 
 
-def fc_graph(features, columns, values, kind: str, units: int = 1):
+def fc_graph(features, columns, values, kind: str, units: int = 1, combiner: str = "sum"):
     """TensorFlow's own fc in graph mode with ``values`` in its variables; its output."""
     tensors = for_fc(features)
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         if kind == "dense":
             out = tf.compat.v1.feature_column.input_layer(tensors, columns)
         else:
-            out = tf.compat.v1.feature_column.linear_model(tensors, columns, units=units)
+            out = tf.compat.v1.feature_column.linear_model(
+                tensors, columns, units=units, sparse_combiner=combiner
+            )
         sess.run(tf.compat.v1.tables_initializer())
         variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
         assert sorted(variables) == sorted(values), "checkpoint_names vs fc's variables"
@@ -181,14 +183,16 @@ def test_input_layer_equals_fc(tmp_dir):
     np.testing.assert_allclose(traced, expected, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("units", [1, 3])
-def test_linear_model_equals_fc(tmp_dir, units):
+@pytest.mark.parametrize(("units", "combiner"), [(1, "sum"), (3, "sum"), (2, "sqrtn")])
+def test_linear_model_equals_fc(tmp_dir, units, combiner):
     columns = make_columns(tmp_dir)["linear"]
-    layer = twin_columns.linear_model(columns, units=units, scope="linear_model")
+    layer = twin_columns.linear_model(
+        columns, units=units, sparse_combiner=combiner, scope="linear_model"
+    )
     features = raw_features()
     layer(features)
     values = randomize(layer, 2 + units)
-    expected = fc_graph(features, columns, values, "linear", units)
+    expected = fc_graph(features, columns, values, "linear", units, combiner)
     np.testing.assert_allclose(np.asarray(layer(features)), expected, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(
         np.asarray(tf.function(layer)(features)), expected, rtol=1e-6, atol=1e-6

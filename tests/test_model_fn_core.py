@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import hookbridge
+from hookbridge import estimator_compat
 from hookbridge._hook_callback.graph import tf1_names
 
 v1 = tf.compat.v1
@@ -52,6 +53,97 @@ def two_layer_model_fn(features, labels, mode, params):
     return _Spec(mode, predictions={"y": out}, loss=loss, train_op=train_op)
 
 
+def clipped_two_ops_model_fn(features, labels, mode, params):
+    """Gradients clipped by global norm; two optimizers (Adam on the hidden layer, momentum on
+    the logits), their train ops grouped; the step counted by one of them."""
+    hidden = tf.nn.relu(_dense(features["x"], 8, "hidden"))
+    out = _dense(hidden, 1, "logits")
+    if mode == "infer":
+        return _Spec(mode, predictions={"y": out})
+    loss = v1.losses.mean_squared_error(labels, out)
+    step = v1.train.get_or_create_global_step()
+    hidden_vars = v1.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES, "hidden")
+    logits_vars = v1.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES, "logits")
+    grads = tf.gradients(loss, hidden_vars + logits_vars)
+    grads, _ = tf.clip_by_global_norm(grads, 0.5)
+    first = v1.train.AdamOptimizer(0.05).apply_gradients(
+        zip(grads[:2], hidden_vars), global_step=step
+    )
+    second = v1.train.MomentumOptimizer(0.05, 0.9).apply_gradients(zip(grads[2:], logits_vars))
+    return _Spec(mode, predictions={"y": out}, loss=loss, train_op=tf.group(first, second))
+
+
+class DecayedAdam(v1.train.Optimizer):
+    """An optimizer of one's own, as BERT's AdamWeightDecayOptimizer is one: slots made with
+    get_variable as ``<var>/adam_m`` and ``<var>/adam_v``, no bias correction, weight decay."""
+
+    def __init__(self, rate, decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+        super().__init__(False, "DecayedAdam")
+        self.rate, self.decay = rate, decay
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        updates = []
+        for grad, var in grads_and_vars:
+            base = var.name.split(":")[0]
+            m = v1.get_variable(
+                base + "/adam_m", var.shape, trainable=False, initializer=v1.zeros_initializer()
+            )
+            v = v1.get_variable(
+                base + "/adam_v", var.shape, trainable=False, initializer=v1.zeros_initializer()
+            )
+            new_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+            new_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+            step = new_m / (tf.sqrt(new_v) + self.epsilon) + self.decay * var
+            updates += [var.assign(var - self.rate * step), m.assign(new_m), v.assign(new_v)]
+        with tf.control_dependencies(updates):
+            return global_step.assign_add(1)
+
+
+def custom_optimizer_model_fn(features, labels, mode, params):
+    """A polynomial-decay rate read from the global step, the optimizer above."""
+    hidden = tf.nn.relu(_dense(features["x"], 8, "hidden"))
+    out = _dense(hidden, 1, "logits")
+    if mode == "infer":
+        return _Spec(mode, predictions={"y": out})
+    loss = v1.losses.mean_squared_error(labels, out)
+    step = v1.train.get_or_create_global_step()
+    rate = v1.train.polynomial_decay(0.05, step, 20, end_learning_rate=0.0)
+    optimizer = DecayedAdam(rate)
+    grads_and_vars = optimizer.compute_gradients(loss)
+    train_op = optimizer.apply_gradients(grads_and_vars, global_step=step)
+    return _Spec(mode, predictions={"y": out}, loss=loss, train_op=train_op)
+
+
+def batch_norm_model_fn(features, labels, mode, params):
+    """Batch normalization (hookbridge.estimator_compat.layers: TF's own where it loads) with
+    its UPDATE_OPS run by the train op, as the TF1 guides wrote it, unless params say forget."""
+    layers = estimator_compat.layers
+    hidden = tf.nn.relu(_dense(features["x"], 8, "hidden"))
+    hidden = layers.batch_normalization(hidden, training=mode == "train", momentum=0.9)
+    out = _dense(hidden, 1, "logits")
+    if mode == "infer":
+        return _Spec(mode, predictions={"y": out})
+    loss = v1.losses.mean_squared_error(labels, out)
+    optimizer = v1.train.AdamOptimizer(0.05)
+    step = v1.train.get_or_create_global_step()
+    if params.get("forget_update_ops"):
+        train_op = optimizer.minimize(loss, global_step=step)
+    else:
+        with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+            train_op = optimizer.minimize(loss, global_step=step)
+    return _Spec(mode, predictions={"y": out}, loss=loss, train_op=train_op)
+
+
+SUBJECTS = {
+    "adam": (two_layer_model_fn, {"optimizer": "adam"}),
+    "sgd": (two_layer_model_fn, {"optimizer": "sgd"}),
+    "clipped_two_ops": (clipped_two_ops_model_fn, {}),
+    "custom_optimizer": (custom_optimizer_model_fn, {}),
+    "batch_norm": (batch_norm_model_fn, {}),
+}
+
+
 def _batches(n, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, BATCH, 4)).astype("float32")
@@ -62,13 +154,13 @@ def _batches(n, seed=0):
 class NativeRun:
     """The model_fn's TRAIN graph in a Session (one inter-op thread), fed batch by batch."""
 
-    def __init__(self, params, restore=None, seed=1):
+    def __init__(self, model_fn, params, restore=None, seed=1):
         self.graph = tf.Graph()
         with self.graph.as_default():
             v1.set_random_seed(seed)
             self.x = v1.placeholder(tf.float32, [None, 4])
             self.y = v1.placeholder(tf.float32, [None, 1])
-            self.spec = two_layer_model_fn({"x": self.x}, self.y, "train", params)
+            self.spec = model_fn({"x": self.x}, self.y, "train", params)
             self.saver = v1.train.Saver()
             config = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
             self.session = v1.Session(graph=self.graph, config=config)
@@ -84,9 +176,6 @@ class NativeRun:
             losses.append(float(loss))
         return losses
 
-    def predict(self, x):
-        return self.session.run(self.spec.predictions["y"], {self.x: x})
-
     def save(self, model_dir):
         with self.graph.as_default():
             step = self.session.run(v1.train.get_global_step(self.graph))
@@ -97,10 +186,36 @@ class NativeRun:
             return {v.op.name: self.session.run(v) for v in v1.global_variables()}
 
 
-def _model(params, labels=True):
+class BatchLosses(tf.keras.callbacks.Callback):
+    """Each step's loss, from fit's running mean of one epoch (mean_i * (i+1) - mean_(i-1) * i)."""
+
+    def __init__(self):
+        super().__init__()
+        self.means = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.means.append(float(logs["loss"]))
+
+    def losses(self):
+        m = np.array(self.means, dtype=np.float64)
+        totals = m * np.arange(1, len(m) + 1)
+        return np.diff(totals, prepend=0.0)
+
+
+def native_predict(model_fn, params, prefix, x):
+    """The model_fn's PREDICT graph restored from ``prefix``, run on ``x``."""
+    with tf.Graph().as_default() as graph:
+        features = v1.placeholder(tf.float32, [None, 4])
+        spec = model_fn({"x": features}, None, "infer", params)
+        with v1.Session(graph=graph) as session:
+            v1.train.Saver().restore(session, str(prefix))
+            return session.run(spec.predictions["y"], {features: x})
+
+
+def _model(params, labels=True, model_fn=two_layer_model_fn):
     x, y = _batches(1)
     return hookbridge.model_fn_model(
-        two_layer_model_fn,
+        model_fn,
         params=params,
         features={"x": x[0]},
         labels=y[0] if labels else None,
@@ -143,27 +258,34 @@ def test_without_labels_it_predicts_and_fit_says_why_not():
         model.fit({"x": x[0]}, y[0], verbose=0)
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-def test_fit_continues_as_the_native_graph_from_its_checkpoint(tmp_path, optimizer):
-    params = {"optimizer": optimizer}
+@pytest.mark.parametrize("subject", sorted(SUBJECTS))
+def test_fit_continues_as_the_native_graph_from_its_checkpoint(tmp_path, subject):
+    model_fn, params = SUBJECTS[subject]
     xs, ys = _batches(K + N + N)
-    native = NativeRun(params)
+    native = NativeRun(model_fn, params)
     native.train(xs[:K], ys[:K])
     prefix = native.save(tmp_path / "native")
     expected = native.train(xs[K : K + N], ys[K : K + N])
     expected_values = native.values()
 
-    model = _model(params)
+    model = _model(params, model_fn=model_fn)
     assert hookbridge.restore_checkpoint(model, tmp_path / "native") == K  # no map
-    reference = NativeRun(params, restore=prefix)
     np.testing.assert_allclose(
-        model.predict({"x": xs[K]}, verbose=0)["y"], reference.predict(xs[K]), atol=1e-5
+        model.predict({"x": xs[K]}, verbose=0)["y"],
+        native_predict(model_fn, params, prefix, xs[K]),
+        atol=1e-5,
     )
-    losses = []
-    for x, y in zip(xs[K : K + N], ys[K : K + N]):
-        history = model.fit({"x": x}, y, batch_size=BATCH, verbose=0)
-        losses.append(history.history["loss"][0])
-    np.testing.assert_allclose(losses, expected, rtol=2e-5)
+    # One fit of N steps writing the Estimator's checkpoint at its end (estimator_hooks).
+    keras_dir = str(tmp_path / "keras")
+    callback = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(
+            keras_dir, save_checkpoints_steps=1000, save_summary_steps=0, log_step_count_steps=None
+        )
+    )
+    means = BatchLosses()
+    data = tf.data.Dataset.from_tensor_slices(({"x": xs[K : K + N]}, ys[K : K + N]))
+    model.fit(data, verbose=0, shuffle=False, callbacks=[callback, means])
+    np.testing.assert_allclose(means.losses(), expected, rtol=2e-5)
     assert int(model.optimizer.iterations.numpy()) == K + N
     names = tf1_names(model)
     for i, w in enumerate(model.weights):
@@ -171,23 +293,19 @@ def test_fit_continues_as_the_native_graph_from_its_checkpoint(tmp_path, optimiz
             w.numpy(), expected_values[names[i]], rtol=1e-5, atol=1e-6, err_msg=names[i]
         )
 
-    # fit writes the Estimator's names back: the graph continues from fit's checkpoint as
-    # it continues from its own.
-    keras_dir = str(tmp_path / "keras")
-    callback = hookbridge.HookCallback(
-        lambda: hookbridge.estimator_hooks(
-            keras_dir, save_checkpoints_steps=1000, save_summary_steps=0, log_step_count_steps=None
-        )
-    )
-    x, y = xs[K + N], ys[K + N]
-    model.fit({"x": x}, y, batch_size=BATCH, verbose=0, callbacks=[callback])
-    native.train(xs[K + N : K + N + 1], ys[K + N : K + N + 1])
+    # The graph continues from fit's checkpoint as it continues from its own.
     written = tf.train.load_checkpoint(keras_dir)
-    shapes = written.get_variable_to_shape_map()
-    assert set(shapes) == set(native.values()), "the Estimator's names, slots and step"
-    assert int(written.get_tensor("global_step")) == K + N + 1
-    continued = NativeRun(params, restore=tf.train.latest_checkpoint(keras_dir))
-    rest = slice(K + N + 1, K + N + N)
+    assert set(written.get_variable_to_shape_map()) == set(expected_values), "names, slots, step"
+    assert int(written.get_tensor("global_step")) == K + N
+    continued = NativeRun(model_fn, params, restore=tf.train.latest_checkpoint(keras_dir))
+    rest = slice(K + N, K + N + N)
     np.testing.assert_allclose(
         continued.train(xs[rest], ys[rest]), native.train(xs[rest], ys[rest]), rtol=2e-5
     )
+
+
+def test_update_ops_left_out_of_the_train_op_are_refused_not_run():
+    """The Estimator never ran batch-norm statistics its train_op does not depend on; a
+    tf.function would run them: refused, named."""
+    with pytest.raises(ValueError, match=r"AssignMovingAvg.*UPDATE_OPS"):
+        _model({"forget_update_ops": True}, model_fn=batch_norm_model_fn)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
+from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
 
 keras = tf.keras
@@ -162,8 +163,12 @@ class ModelFnModel(keras.Model):
 
     def _mfn_run(self, features: Any, labels: Any, mode: str) -> Any:
         model_fn, params, config = self._mfn
-        with self._mfn_store.scope(self._mfn_step, mode):
-            return _call_model_fn(model_fn, features, labels, mode, params, config)
+        with self._mfn_store.scope(self._mfn_step, mode) as graph:
+            first = len(graph.get_operations())
+            spec = _call_model_fn(model_fn, features, labels, mode, params, config)
+            fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
+            refuse_unrun_writes(self._mfn_owner, mode, graph.get_operations()[first:], fetches)
+        return spec
 
     # ---- Keras ----
     def compile(self, optimizer: Any = None, loss: Any = None, **kwargs: Any) -> None:

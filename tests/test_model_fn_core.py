@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 import hookbridge
-from hookbridge import estimator_compat
 from hookbridge._hook_callback.graph import tf1_names
+from hookbridge._migrate.model_fn import v1_layers
 
 v1 = tf.compat.v1
 K, N = 3, 6  # steps before the switch, steps continued
@@ -116,11 +116,12 @@ def custom_optimizer_model_fn(features, labels, mode, params):
 
 
 def batch_norm_model_fn(features, labels, mode, params):
-    """Batch normalization (hookbridge.estimator_compat.layers: TF's own where it loads) with
-    its UPDATE_OPS run by the train op, as the TF1 guides wrote it, unless params say forget."""
-    layers = estimator_compat.layers
+    """Batch normalization (hookbridge's TF1 layer: TF's own under tf_keras is its V2 layer in
+    a tf.function, see the test below) with its UPDATE_OPS run by the train op, as the TF1
+    guides wrote it, unless params say forget."""
+    norm = params.get("batch_normalization", v1_layers.batch_normalization)
     hidden = tf.nn.relu(_dense(features["x"], 8, "hidden"))
-    hidden = layers.batch_normalization(hidden, training=mode == "train", momentum=0.9)
+    hidden = norm(hidden, training=mode == "train", momentum=0.9)
     out = _dense(hidden, 1, "logits")
     if mode == "infer":
         return _Spec(mode, predictions={"y": out})
@@ -309,3 +310,15 @@ def test_update_ops_left_out_of_the_train_op_are_refused_not_run():
     tf.function would run them: refused, named."""
     with pytest.raises(ValueError, match=r"AssignMovingAvg.*UPDATE_OPS"):
         _model({"forget_update_ops": True}, model_fn=batch_norm_model_fn)
+
+
+def test_tfs_own_v1_batch_norm_under_tf_keras_is_refused_with_the_reason():
+    """TF's tf.compat.v1.layers on tf_keras / Keras 2 inside a tf.function are the V2 layers:
+    they run their statistics updates and leave UPDATE_OPS empty, so the train op the model_fn
+    builds on UPDATE_OPS is not the Estimator's: refused, saying why."""
+    try:
+        own = tf.compat.v1.layers.batch_normalization
+    except AttributeError:
+        pytest.skip("Keras 3: tf.compat.v1.layers does not load (hookbridge's layers serve)")
+    with pytest.raises(ValueError, match=r"AssignMovingAvg.*UPDATE_OPS is empty here"):
+        _model({"batch_normalization": own}, model_fn=batch_norm_model_fn)

@@ -64,6 +64,14 @@ def refuse_unrun_writes(
             "make the train_op depend on them, as "
             "`with tf.control_dependencies(tf.compat.v1.get_collection("
             "tf.compat.v1.GraphKeys.UPDATE_OPS)): train_op = ...`; else do not create them."
+            + (
+                " UPDATE_OPS is empty here: TF's own tf.compat.v1.layers (tf_keras, Keras 2) "
+                "inside a tf.function are their V2 layers, which run their updates and leave "
+                "UPDATE_OPS empty; hookbridge's batch_normalization "
+                "(hookbridge._migrate.model_fn.v1_layers) adds them as the TF1 layer did."
+                if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+                else ""
+            )
         )
 
 

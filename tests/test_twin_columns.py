@@ -328,3 +328,24 @@ def test_checkpoint_names_are_the_estimators(kind, tmp_path):
     other = ("Adagrad", "Ftrl", "global_step", "hiddenlayer", "logits", "training/")
     theirs = {n: s for n, s in native.items() if not any(t in n for t in other)}
     assert ours == theirs
+
+
+def test_layers_in_a_functional_model():
+    """Called on ``keras.Input``s (a functional twin), the layers give what they give eagerly."""
+    keras = tf.keras
+    city = fc.categorical_column_with_vocabulary_list("city", ["a", "b"], num_oov_buckets=1)
+    dnn = twin_columns.input_layer([fc.numeric_column("x"), fc.embedding_column(city, 2)])
+    linear = twin_columns.linear_model([city, fc.numeric_column("x")], units=2)
+    inputs = {
+        "city": keras.Input((2,), name="city", dtype="string"),
+        "x": keras.Input((1,), name="x"),
+    }
+    model = keras.Model(inputs, [dnn(inputs), linear(inputs)])
+    randomize(linear, 3)
+    features = {
+        "city": tf.constant([["a", ""], ["b", "c"], ["", ""], ["a", "a"]]),
+        "x": tf.constant([[1.0], [2.0], [3.0], [4.0]]),
+    }
+    got = model(features)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(dnn(features)))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(linear(features)))

@@ -146,6 +146,7 @@ def _features(features: Any) -> dict[str, Any]:
 @functools.cache
 def _classes() -> tuple[Any, Any]:
     """The two layer classes, made on first use (from the stack's ``tf.keras``)."""
+    import numpy as np
     import tensorflow as tf
 
     from hookbridge import _tfcompat
@@ -216,9 +217,7 @@ def _classes() -> tuple[Any, Any]:
             # (of their own dtype, as an input_fn's dataset gives them).
             if isinstance(features, dict):
                 features = {
-                    k: v
-                    if tf.is_tensor(v) or isinstance(v, tf.SparseTensor)
-                    else tf.convert_to_tensor(v)
+                    k: tf.convert_to_tensor(v) if isinstance(v, (np.ndarray, list)) else v
                     for k, v in features.items()
                 }
             return super().__call__(features, *args, **kwargs)

@@ -31,6 +31,24 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+#: ``HOOKBRIDGE_PROFILE=deep``: the suite's deep form. CI (the default, "ci") runs a short form
+#: of the slowest tests (fewer generated examples, one representative of a family of variants);
+#: "deep" runs every variant and the larger example counts as well (tests marked ``deep``, skipped
+#: otherwise; ``pytest -m deep`` selects them, and runs them, without the variable).
+DEEP = os.environ.get("HOOKBRIDGE_PROFILE", "ci") == "deep"
+
+
+def pytest_collection_modifyitems(config, items):
+    if DEEP or "deep" in (config.getoption("markexpr", "") or "").replace("not deep", ""):
+        return
+    skip = pytest.mark.skip(
+        reason="deep profile only: HOOKBRIDGE_PROFILE=deep (or -m deep) runs it"
+    )
+    for item in items:
+        if item.get_closest_marker("deep") is not None:
+            item.add_marker(skip)
+
+
 KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
 
 

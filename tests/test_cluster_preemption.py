@@ -12,8 +12,9 @@ harness in ``tests/distributed/preempt_harness.py`` and read back by the tests b
    recording callback saw the event, before a callback reads the model, as Keras 2's TensorBoard
    does there); the chief's read fails inside ``on_epoch_end``; once both failed (UnavailableError), a
    standby ps serves on the same port: MonitoredTrainingSession recreates both sessions (the
-   chief restores its latest checkpoint; worker 1 waits until the model is ready again, which
-   can take SessionManager's 30 s ``recovery_wait_secs`` when it asks before the chief restored);
+   chief restores its latest checkpoint; worker 1's session creator is held until the chief has
+   trained past the epoch worker 1 had open, then finds the model ready: asked before the chief
+   restored, it slept SessionManager's 30 s ``recovery_wait_secs``);
 3. both workers train to ``last_step`` (StopAtStepHook) and end normally.
 
 A worker idle while the ps restarts is not part of it: on TF 2.21 its next run on the new ps
@@ -42,7 +43,7 @@ from distributed.procs import free_ports
 
 SPE = 10  # steps per epoch
 LAST_STEP = 240
-DEADLINE_S = 240.0  # the whole scenario, including SessionManager's 30 s readiness wait
+DEADLINE_S = 240.0  # the whole scenario
 
 
 def events(records: list[dict], name: str) -> list[dict]:
@@ -64,6 +65,12 @@ def recovered(records: list[dict]) -> bool:
     """A second session was created, and a run made in it."""
     created = [i for i, r in enumerate(records) if r["ev"] == "before:after_create_session"]
     return len(created) >= 2 and any(r["ev"] == "run" for r in records[created[1] :])
+
+
+def since_recovery(records: list[dict]) -> list[dict]:
+    """The records from the second session's creation on (none before it)."""
+    created = [i for i, r in enumerate(records) if r["ev"] == "before:after_create_session"]
+    return records[created[1] :] if len(created) >= 2 else []
 
 
 def mid_epoch(records: list[dict]) -> bool:
@@ -150,6 +157,8 @@ def scenario(tmp_path_factory) -> Scenario:
                 break
             say(out, f"go:{held_epoch}")
         chief_steps_before_ps_kill = run_steps(rec("w0"))
+        # worker 1's recovery waits for the harness (ps_preempt.hold_session_while_told)
+        (out / "hold-session-w1b").touch()
         c.kill("ps1")
         say(out, "done")  # the chief reads the model on the lost ps, in on_epoch_end
         c.wait(
@@ -161,6 +170,14 @@ def scenario(tmp_path_factory) -> Scenario:
         c.wait("the chief's session to be recreated", lambda: recovered(rec("w0")))
         restored = events(rec("w0"), "before:after_create_session")[1]["step"]
         c.gate("w0", restored + 30)  # the chief waits for worker 1 to recover
+        # worker 1's session comes back once the chief has trained past the epoch worker 1 had
+        # open (restored + 30 is past it: worker 1 was mid-epoch at most 12 steps after it)
+        open_epoch = events(rec("w1b"), "on_epoch_begin")[-1]["epoch"]
+        c.wait(
+            "the chief to train past worker 1's open epoch",
+            lambda: max(run_steps(since_recovery(rec("w0"))), default=-1) >= (open_epoch + 1) * SPE,
+        )
+        (out / "hold-session-w1b").unlink()
         c.wait("worker 1's session to be recreated", lambda: recovered(rec("w1b")))
         c.gate("w0", None)
 
@@ -372,21 +389,19 @@ def test_the_epoch_spanning_a_session_recovery_counts_every_run(scenario):
 
 
 def test_a_recovered_worker_closes_the_epoch_the_shared_step_passed(scenario):
-    """While worker 1's session was down (the ps restart, then SessionManager's readiness wait),
-    the chief trained past the end of the epoch worker 1 had open. Epochs follow the shared step:
-    that epoch ends before worker 1's first run in its new session, which counts in the epoch
-    the shared step is in."""
+    """While worker 1's session was down (the ps restart, then the harness's hold of its session
+    creator), the chief trained past the end of the epoch worker 1 had open. Epochs follow the
+    shared step: that epoch ends before worker 1's first run in its new session, which counts in
+    the epoch the shared step is in."""
     records = scenario.records["w1b"]
     created = [i for i, r in enumerate(records) if r["ev"] == "before:after_create_session"]
     recovery = created[1]
     step = records[recovery]["step"]
     open_epoch = [r["epoch"] for r in records[:recovery] if r["ev"] == "on_epoch_begin"][-1]
-    if step < (open_epoch + 1) * SPE:
-        pytest.skip(
-            f"worker 1's session came back at step {step}, before the end of its open epoch "
-            f"{open_epoch} (it did not wait SessionManager's 30 s readiness check this time): "
-            "nothing to check in this run"
-        )
+    assert step >= (open_epoch + 1) * SPE, (
+        f"worker 1's session came back at step {step}, before the end of its open epoch "
+        f"{open_epoch}: the harness's hold did not keep it"
+    )
     marks = [r["ev"] for r in records[:recovery] if r["ev"] in ("on_epoch_begin", "run")]
     after = records[recovery:]
     first_run = next(i for i, r in enumerate(after) if r["ev"] == "run")

@@ -151,6 +151,31 @@ def run_ps(config: dict, start_when: str | None) -> None:
     server.join()
 
 
+def hold_session_while_told(record: Record, path: Path) -> None:
+    """Makes a non-chief's ``SessionManager.wait_for_session`` (where MonitoredTrainingSession's
+    worker session creator waits for the model, at the start and after an error) wait first while
+    the harness's file ``path`` exists: the harness holds worker 1's recovery until the chief has
+    restored and trained past the epoch worker 1 had open. Without it worker 1 asked before the
+    chief restored and slept SessionManager's ``recovery_wait_secs`` (30 s; measured 31.2 s of an
+    86 s scenario on TF 2.15 under load), and whether the chief had passed that epoch meanwhile
+    was left to timing. TF's own check runs unchanged once released."""
+    manager = tf.compat.v1.train.SessionManager
+    wait_for_session = manager.wait_for_session
+
+    def held_wait_for_session(self, *args, **kwargs):
+        if path.exists():
+            record.write("held_session")
+            deadline = time.monotonic() + GATE_WAIT_LIMIT
+            while path.exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"held before the session by {path} too long")
+                time.sleep(0.01)
+            record.write("released_session")
+        return wait_for_session(self, *args, **kwargs)
+
+    manager.wait_for_session = held_wait_for_session
+
+
 def wait_for_chief(config: dict) -> None:
     """A non-chief that asks before the chief initialized the variables sleeps
     SessionManager's recovery_wait_secs (30 s): start once the chief has run a step."""
@@ -236,6 +261,7 @@ def run_worker(config: dict, index: int, name: str) -> None:
     out = Path(config["out"])
     record = Record(out / f"{name}.jsonl")
     record.write("process_start", pid=os.getpid())
+    hold_session_while_told(record, out / f"hold-session-{name}")
     tf.get_logger().setLevel(logging.INFO)
     tf.get_logger().addHandler(PreemptionLog(record))
     is_chief = index == 0

@@ -51,7 +51,13 @@ def _generator():
 
 @pytest.mark.parametrize(
     "tree",
-    ["tests/fixtures/tf1_project", "tests/fixtures/tpu_project", "tests/fixtures/census_project"],
+    [
+        "tests/fixtures/tf1_project",
+        "tests/fixtures/tpu_project",
+        "tests/fixtures/census_project",
+        "tests/fixtures/wide_deep_project",
+        "tests/fixtures/census_twin",
+    ],
 )
 def test_the_fixtures_scan_the_same_with_every_file_read(tree, monkeypatch):
     assert _rows(scan(ROOT / tree)) == _rows(_scan_reading_everything(ROOT / tree, monkeypatch))

@@ -135,6 +135,34 @@ def test_the_keras_flavor_computes_the_legacy_keras_update_bit_for_bit(case, spa
         )
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("case", [c for c in CASES if CASES[c][0] != "SGD"])
+def test_the_keras_flavor_computes_the_legacy_keras_update_on_every_stack(case, sparse):
+    """The class a V2 canned Estimator's twin trains with on Keras 3, against what
+    ``tf.keras.optimizers.legacy`` computed on TF 2.15 (``tests/fixtures/twin_optimizers``,
+    written by its ``make_fixture.py``): bit for bit on that TF; on another TF within the
+    rounding of TensorFlow's own kernels, which changed (measured on TF 2.21: the dense
+    ``ResourceApplyFtrlV2`` with ``learning_rate_power=-0.7`` ends 6e-8 off TF 2.15's in the
+    variable, 2e-6 relative in the ``linear`` slot, the legacy Keras Ftrl of TF 2.21 as well;
+    every other case bit-equal)."""
+    from pathlib import Path
+
+    kind, settings = CASES[case]
+    fixture = np.load(Path(__file__).parent / "fixtures" / "twin_optimizers" / "legacy_keras.npz")
+    same_tf = str(fixture["tf_version"]) == tf.__version__
+    key = f"{case}|{'sparse' if sparse else 'dense'}"
+    ours = optimizer_kernels.classes(keras)[kind](0.05, flavor="keras", **settings)
+    var = keras_run(ours, sparse, gradients())
+    got = {"var": var.numpy(), **{s: ours.slot(var, s).numpy() for s in SLOTS[kind]}}
+    for what, value in got.items():
+        if same_tf:
+            np.testing.assert_array_equal(value, fixture[f"{key}|{what}"], err_msg=what)
+        else:
+            np.testing.assert_allclose(
+                value, fixture[f"{key}|{what}"], rtol=1e-5, atol=1e-7, err_msg=what
+            )
+
+
 @pytest.mark.skipif(not KERAS3, reason="Keras 2.11+ sums duplicate ids first (no trap there)")
 def test_keras_3s_own_adagrad_is_what_the_tf1_flavor_fixes():
     """The trap the twins' Adagrad avoids: Keras 3's own Adagrad on duplicate ids."""

@@ -281,7 +281,9 @@ def _estimator_names(estimator_class, linear, dnn, model_dir):
     return dict(tf.train.list_variables(model_dir))
 
 
-@pytest.mark.parametrize("kind", ["V1 v1-shared", "V1 v2-shared", "V2 v2-shared"])
+@pytest.mark.parametrize(
+    "kind", ["V1 v1-shared", "V1 v2-shared", "V2 v2-shared", "V1 v2-shared linear-only"]
+)
 def test_checkpoint_names_are_the_estimators(kind, tmp_path):
     """The canned Estimators' own checkpoint (TF 2.15): every variable of their input layer and
     linear model is in checkpoint_names(), under the same name and shape, and nothing else."""
@@ -292,12 +294,12 @@ def test_checkpoint_names_are_the_estimators(kind, tmp_path):
     uid2 = fc.categorical_column_with_identity("uid2", 4)
     code = fc.categorical_column_with_hash_bucket("code", 5)
     with tf.Graph().as_default():  # both shared-embedding functions refuse eager mode
-        if kind == "V1 v1-shared":
+        if "v1-shared" in kind:
             shared = tf.compat.v1.feature_column.shared_embedding_columns([uid, uid2], 2)
         else:
             shared = fc.shared_embeddings([uid, uid2], 2)
     # "temp max": DenseFeatures and the v1 feature-column path refuse it as a scope name
-    temp = fc.numeric_column("temp max" if kind == "V2 v2-shared" else "temp-max")
+    temp = fc.numeric_column("temp max" if kind.startswith("V2") else "temp-max")
     dnn = [
         fc.numeric_column("temp-max"),
         fc.embedding_column(city, 3),

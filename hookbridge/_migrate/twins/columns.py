@@ -23,7 +23,7 @@ reads them from both on TF 2.15). Shared embeddings, measured there:
 ``<input layer scope>/<collection>/embedding_weights`` and a linear model names each column's
 weights ``<collection>/weights``, ``<collection>_1/weights``, ... in column order;
 ``tf.feature_column.shared_embeddings`` keep it at ``dnn/input_from_feature_columns/<name>``
-under a V1 Estimator, which trains it, and at ``<name>`` under a V2 Estimator, which never
+(``linear/<name>`` in a linear-only one) under a V1 Estimator, which trains it, and at ``<name>`` under a V2 Estimator, which never
 trains it (its variable is made outside the Estimator's Keras layers): the layer's weight is then
 not trainable either.
 """
@@ -258,7 +258,7 @@ def _classes() -> tuple[Any, Any]:
                 initializer, buckets = creator._initializer, creator._num_buckets
                 # a V2 Estimator never trains it; a V1 one does
                 trainable = creator._trainable and self._v1
-                path = f"{DNN_SCOPE.rsplit('/', 1)[0]}/{key}" if self._v1 else key
+                path = f"{self._scope.rsplit('/', 1)[0]}/{key}" if self._v1 else key
             if key not in self._shared:
                 weight = self.add_weight(
                     name=f"{key}.embedding_weights",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
     from hookbridge._loop.driver import CallbackLoop
     from hookbridge._migrate.assignment import propose_assignment
-    from hookbridge._migrate.canned import keras_twin
+    from hookbridge._migrate.twins.build import keras_twin
     from hookbridge._migrate.estimator import estimator_hooks
     from hookbridge._migrate.model_fn.model import model_fn_model
 
@@ -43,7 +43,7 @@ _EXPORTS = {
     "UnsupportedModelAttributeError": "hookbridge._callback_hook.errors",
     "estimator_hooks": "hookbridge._migrate.estimator",
     "hooks": "hookbridge.hooks",
-    "keras_twin": "hookbridge._migrate.canned",
+    "keras_twin": "hookbridge._migrate.twins.build",
     "model_fn_model": "hookbridge._migrate.model_fn.model",
     "load_weights": "hookbridge._callback_hook.weights",
     "propose_assignment": "hookbridge._migrate.assignment",

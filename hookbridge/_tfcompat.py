@@ -766,3 +766,43 @@ def keras3_tf_variable(variable: Any) -> Any:
             "in _value: update hookbridge._tfcompat.keras3_tf_variable"
         )
     return value
+
+# ---- twins: twinbuild ----
+def keras3_track_loss(model: Any, loss: Any, x: Any) -> None:
+    """In a custom ``train_step`` of a Keras 3 model, counts the batch loss into the ``loss``
+    Keras logs, as Keras 3's own ``train_step`` does (private ``_loss_tracker``, weighted by the
+    batch size). Keras 2 / tf_keras count it in ``compute_loss``: nothing to do there."""
+    package = sys.modules.get(type(model).__module__.partition(".")[0])
+    if not str(getattr(package, "__version__", "")).startswith("3."):
+        return
+    tracker = getattr(model, "_loss_tracker", None)
+    if tracker is None:
+        raise AttributeError(
+            "Keras 3 Model has no _loss_tracker: update hookbridge._tfcompat.keras3_track_loss"
+        )
+    first = next(t for t in tf.nest.flatten(x) if t is not None)
+    tracker.update_state(loss, sample_weight=tf.shape(first)[0])
+
+
+def keras_tensor_inputs(tensor: Any) -> set[str] | None:
+    """The names of the functional model's ``Input`` layers a symbolic Keras tensor is computed
+    from (through every layer between: private ``_keras_history`` and ``_inbound_nodes``, Keras
+    2 and 3 alike); ``None`` when it cannot be traced (not a functional model's tensor)."""
+    found: set[str] = set()
+    todo, seen = [tensor], set()
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        history = getattr(current, "_keras_history", None)
+        if history is None:
+            return None
+        layer, node_index = history[0], history[1]
+        nodes = getattr(layer, "_inbound_nodes", None) or []
+        inputs = tf.nest.flatten(nodes[node_index].input_tensors) if node_index < len(nodes) else []
+        if type(layer).__name__ == "InputLayer" or not inputs:
+            found.add(str(layer.name))
+            continue
+        todo.extend(inputs)
+    return found

@@ -737,9 +737,9 @@ def test_a_log_name_the_hook_callback_exposes_is_a_tensor_of_the_bridge(tmp_path
 
 
 def test_the_canned_estimators_keras_twin_builds_are_the_scans():
-    from hookbridge._migrate import canned
+    from hookbridge._migrate.twins import arguments
 
-    assert set(canned._SUPPORTED) == catalog.KERAS_TWINS
+    assert set(arguments.SUPPORTED) == catalog.KERAS_TWINS
 
 
 GAN_JOB = '''"""A TF1 GAN job: two train ops, run alternately (written for this test)."""

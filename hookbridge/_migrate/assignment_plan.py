@@ -156,6 +156,8 @@ def plan(
             )
         explicit = _hookbridge_names(model, shapes, weight_shapes)
         auto = not explicit
+        if auto:  # the names the model's weights answer to (keras_twin's, a mapped restore's)
+            explicit = _declared_names(model, prefix, shapes, weight_shapes, labels)
     else:
         explicit = {k: v for k, v in assignment_map.items() if k != "*"}
         auto = assignment_map.get("*") == "auto"
@@ -236,6 +238,44 @@ def _hookbridge_names(
     names = {mirror_name(i, w): i for i, w in enumerate(model.weights)}
     fits = all(shapes.get(n) == weight_shapes[i] for n, i in names.items())
     return names if names and fits else {}
+
+
+def _declared_names(
+    model: Any,
+    prefix: str,
+    shapes: Mapping[str, tuple[int, ...]],
+    weight_shapes: Sequence[tuple[int, ...]],
+    labels: Sequence[str],
+) -> dict[str, WeightRef]:
+    """``{checkpoint name: weight index}`` of the TF1 names the model's weights answer to
+    (``graph.tf1_names``: those ``keras_twin`` declares, those a mapped restore recorded).
+
+    Raises:
+        ValueError: naming every declared name the checkpoint lacks or holds with another
+            shape: ``"auto"`` never falls back to shapes and order for a weight that has a name.
+    """
+    from hookbridge._hook_callback.graph import tf1_names
+
+    declared = tf1_names(model)
+    wrong = [
+        f"{name} (Keras weight {labels[i]} {format_shape(weight_shapes[i])}: "
+        + ("not in the checkpoint)" if name not in shapes else
+           f"the checkpoint's is {format_shape(shapes[name])})")
+        for i, name in sorted(declared.items())
+        if i < len(weight_shapes) and shapes.get(name) != weight_shapes[i]
+    ]
+    if wrong:
+        raise ValueError(
+            f"restore_checkpoint: the model's weights answer to checkpoint names (keras_twin "
+            f"declares the Estimator's; a restore by an assignment map records its own), and "
+            f"{prefix!r} does not hold {len(wrong)} of them as the model has them: "
+            + "; ".join(wrong)
+            + ". Is it the checkpoint of this model's Estimator (the same columns, hidden "
+            "units, classes)? To map it otherwise, pass an explicit assignment_map "
+            "{checkpoint name: Keras weight} ('*': 'auto' for the rest); the checkpoint holds "
+            f"{describe_checkpoint(shapes, 12)}."
+        )
+    return {name: i for i, name in declared.items() if i < len(weight_shapes)}
 
 
 def _explicit_pairs(

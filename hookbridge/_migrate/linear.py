@@ -166,9 +166,16 @@ def input_names(model: Any) -> list[str]:
 
 
 def check_feature_order(model: Any, scopes: Sequence[str]) -> None:
-    """Raises when the Keras model concatenates inputs named after the columns of ``scopes``
-    (a kernel's rows, filled in this order) in another order. An input stands for the column
-    whose scope is its name's (:func:`scope`).
+    """Raises when the Keras model concatenates the columns of ``scopes`` (a kernel's rows,
+    filled in this order) in another order.
+
+    Each input of a ``Concatenate`` layer stands for the column it is computed from, by the
+    names of the model's inputs (:func:`branch_column`): an input named after the column
+    (``keras.Input(name="age")``), or a branch of preprocessing layers over such inputs (a
+    ``StringLookup`` one-hot of ``education``: the column ``education``; a crossing of
+    ``education`` and ``occupation``: ``education_X_occupation``; ``age`` bucketized:
+    ``age_bucketized`` when that is a column of the kernel). A layer whose inputs the names do
+    not tie to the kernel's columns one to one is not checked (nothing to go by).
 
     Raises:
         ValueError: naming both orders.
@@ -180,20 +187,38 @@ def check_feature_order(model: Any, scopes: Sequence[str]) -> None:
         if not isinstance(layer, tf.keras.layers.Concatenate):
             continue
         try:
-            inputs = layer.input
-        except (AttributeError, ValueError):
+            inputs = list(layer.input)
+        except (AttributeError, ValueError, TypeError):
             continue
-        names = [str(getattr(t, "name", "")).split(":")[0] for t in inputs]
-        got = [scope(n) for n in names]
-        if sorted(got) == sorted(wanted) and got != wanted:
-            column = dict(zip(got, names))
-            raise ValueError(
-                f"restore_checkpoint: the Keras layer {layer.name!r} concatenates the features "
-                f"in the order {names}, the checkpoint's column weights fill its kernel's rows in "
-                f"the order {[column[s] for s in wanted]} (the Estimator's order, its feature "
-                "columns sorted by name, unless a tuple entry gave another): the weights would "
-                "apply to the wrong features. Concatenate the inputs "
-                f"in the order {[column[s] for s in wanted]}, or stack the columns' weights in "
-                "your order with a tuple entry: {('<scope>/linear_model/<column>/weights', "
-                "...): '<kernel>'}."
-            )
+        got = [branch_column(t, wanted) for t in inputs]
+        if None in got or sorted(got) != sorted(wanted) or got == wanted:
+            continue
+        raise ValueError(
+            f"restore_checkpoint: the Keras layer {layer.name!r} concatenates the features "
+            f"of the columns in the order {got}, the checkpoint's column weights fill its "
+            f"kernel's rows in the order {wanted} (the Estimator's order, its feature "
+            "columns sorted by name, unless a tuple entry gave another): the weights would "
+            f"apply to the wrong features. Concatenate them in the order {wanted}, or stack "
+            "the columns' weights in your order with a tuple entry: "
+            "{('<scope>/linear_model/<column>/weights', ...): '<kernel>'}."
+        )
+
+
+#: What a feature column's name adds to its input's (bucketized: ``age_bucketized``).
+_DERIVED = ("", "_bucketized")
+
+
+def branch_column(tensor: Any, columns: Sequence[str]) -> str | None:
+    """The column scope of ``columns`` a tensor of a functional model stands for, by the
+    names of the model inputs it is computed from (``None``: the names do not tell one)."""
+    from hookbridge import _tfcompat
+
+    own = scope(str(getattr(tensor, "name", "")).split(":")[0])
+    if own in columns:  # an input named after the column
+        return own
+    sources = _tfcompat.keras_tensor_inputs(tensor)
+    if not sources:
+        return None
+    key = "_X_".join(sorted(sources))  # a crossed column's name: its keys sorted, _X_
+    found = [scope(key + end) for end in _DERIVED if scope(key + end) in columns]
+    return found[0] if len(found) == 1 else None

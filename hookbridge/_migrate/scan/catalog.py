@@ -169,7 +169,7 @@ TPU_ENTRIES: Final = frozenset({"TPUEstimator", "TPUEstimatorSpec", "RunConfig"}
 #: Estimators whose object's train/evaluate/predict are entry points.
 ESTIMATOR_CLASSES: Final = frozenset({"Estimator", "TPUEstimator"})
 
-#: Canned Estimators hookbridge.keras_twin builds (hookbridge/_migrate/canned.py; a test keeps
+#: Canned Estimators hookbridge.keras_twin builds (hookbridge/_migrate/twins/build.py; a test keeps
 #: the two lists equal).
 KERAS_TWINS: Final = frozenset(
     {

@@ -1,0 +1,198 @@
+"""``keras_twin``: the Keras model a canned Estimator trains, on every stack.
+
+Two forms, one code path: ``keras_twin(estimator)`` (TF 2.15, tensorflow-estimator) reads the
+Estimator's constructor arguments (``twins/arguments.py``) and calls the named form,
+``keras_twin("DNNLinearCombinedClassifier", linear_feature_columns=..., ...)``, which needs
+only ``tf.feature_column`` (TF 2.15 and TF 2.21 with Keras 3 or tf_keras). What the twin is:
+
+* a Keras model taking the dict of features the Estimator's ``input_fn`` gives (read by name;
+  extra keys ignored) and returning the logits (``predictions["logits"]``; a regressor's
+  ``predictions``), ``twins/model.py``;
+* DNN: ``input_layer`` of the DNN columns, per hidden layer ``activation(bias_add(matmul))``
+  (TF 1 ``dense``, ``twins/layers.py``), ``Dropout`` after each when ``dropout`` is given, a
+  logits layer; linear: ``linear_model`` of the linear columns (zeros); both: their sum;
+* the head's loss and reduction (``twins/heads.py``), the Estimator's optimizers
+  (``twins/optimizer_choice.py``): ``DNNLinearCombined*`` trains its linear part with
+  ``model.extra_optimizers[0]``;
+* every weight declared under the Estimator's checkpoint name (``set_tf1_names``), which
+  ``restore_checkpoint(twin, model_dir, "auto")`` uses first and ``estimator_hooks(model_dir,
+  model=twin)`` writes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hookbridge._migrate.twins import arguments as _arguments
+from hookbridge._migrate.twins import heads as _heads
+
+#: The DNN part's and the linear part's checkpoint scopes (V1 and V2 alike, measured on TF 2.15).
+DNN_SCOPE, LINEAR_SCOPE = "dnn", "linear/linear_model"
+
+
+def keras_twin(estimator: Any, /, **kwargs: Any) -> Any:
+    """Builds and compiles the Keras model a canned Estimator trains.
+
+    ``restore_checkpoint(twin, model_dir, "auto")`` then loads the Estimator's weights (by the
+    names the twin declares), global step and optimizer state into it, and
+    ``estimator_hooks(model_dir, model=twin)`` writes checkpoints the Estimator continues from
+    (``tests/test_canned.py``, ``tests/test_twin_build.py``).
+
+    Args:
+        estimator: a canned Estimator object (TF 2.15: ``tf.estimator.DNNClassifier(...)``,
+            ``tf.compat.v1.estimator.LinearRegressor(...)``, ...), or the canned class's name
+            (``"DNNLinearCombinedClassifier"``: the ``tf.compat.v1.estimator`` class;
+            ``"DNNLinearCombinedClassifierV2"``: the ``tf.estimator`` one) on any stack.
+        **kwargs: with a name, the class's constructor arguments (``feature_columns``,
+            ``hidden_units``, ``n_classes``, ``optimizer``, ``linear_feature_columns``, ...;
+            ``model_dir`` and ``config`` are accepted and change nothing). An optimizer is a
+            name, a dict ``{"name": "Ftrl", "learning_rate": 0.1, ...}`` or an instance.
+
+    Returns:
+        A compiled Keras model taking a dict of features and returning the logits.
+
+    Raises:
+        ValueError: another kind of Estimator (``BoostedTrees*``, a custom ``model_fn``), an
+            argument the class does not take, or what the twin cannot build (named, every one).
+
+    Example:
+        >>> est = tf.estimator.DNNClassifier([16], columns, model_dir=model_dir)
+        >>> twin = hookbridge.keras_twin(est)          # TF 2.15
+        >>> twin = hookbridge.keras_twin("DNNClassifierV2", hidden_units=[16],
+        ...                              feature_columns=columns)   # TF 2.21, Keras 3
+        >>> step = hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    """
+    if isinstance(estimator, str):
+        return build(estimator, kwargs)
+    if kwargs:
+        raise TypeError(
+            "keras_twin(estimator) takes no other argument: the Estimator's own are read; "
+            "give the class name for keyword arguments: keras_twin('DNNClassifier', ...)."
+        )
+    kind, args = _arguments.from_estimator(estimator)
+    return build(kind, args)
+
+
+def build(kind: str, given: dict[str, Any]) -> Any:
+    """The twin of ``kind(**given)`` (see :func:`keras_twin`)."""
+    import tensorflow as tf
+
+    from hookbridge import _tfcompat
+    from hookbridge._hook_callback.graph import set_tf1_names
+    from hookbridge._migrate.twins import layers, model, optimizer_choice
+
+    base, family, v2 = _arguments.split_name(kind)
+    args = _arguments.check(kind, given)
+    keras = tf.keras
+    combined = family == "DNNLinearCombined"
+    if combined:
+        dnn_columns, linear_columns = args["dnn_feature_columns"], args["linear_feature_columns"]
+        hidden, activation, dropout = (
+            args["dnn_hidden_units"], args["dnn_activation_fn"], args["dnn_dropout"])
+    else:
+        dnn_columns = args["feature_columns"] if family == "DNN" else None
+        linear_columns = args["feature_columns"] if family == "Linear" else None
+        hidden, activation, dropout = (
+            args.get("hidden_units"), args.get("activation_fn"), args.get("dropout"))
+    dnn_columns, linear_columns = list(dnn_columns or []), list(linear_columns or [])
+    units = _heads.logits_dimension(base, args)
+    loss = _heads.loss(keras, base, args)
+    dnn_features = linear = logits = None
+    hidden_layers = []
+    _check_columns(kind, dnn_columns + linear_columns)
+    if dnn_columns:
+        dnn_features, width = _dnn_features(keras, dnn_columns)
+        activation = tf.nn.relu if activation == "relu" else activation
+        dense = layers.dense_class(keras)
+        for k, n in enumerate(hidden):
+            hidden_layers.append(dense(int(n), width, activation, f"{DNN_SCOPE}/hiddenlayer_{k}",
+                                       name=f"hiddenlayer_{k}"))
+            width = int(n)
+        logits = dense(units, width, None, f"{DNN_SCOPE}/logits", name="logits")
+    if linear_columns:
+        linear = _linear_model(keras, linear_columns, units)
+    twin = model.twin_class(keras)(
+        dnn_features=dnn_features, hidden=hidden_layers, dropout=dropout, logits=logits,
+        linear=linear, name=kind)
+    twin(_example(dnn_columns + linear_columns))  # builds every weight
+    if dnn_columns and linear_columns:
+        optimizer = optimizer_choice.choose(args["dnn_optimizer"], v2, "DNNCombined", 0)
+        twin.extra_optimizers = [optimizer_choice.choose(
+            args["linear_optimizer"], v2, "LinearCombined", len(linear_columns))]
+    elif combined:
+        part = "DNNCombined" if dnn_columns else "LinearCombined"
+        spec = args["dnn_optimizer"] if dnn_columns else args["linear_optimizer"]
+        optimizer = optimizer_choice.choose(spec, v2, part, len(linear_columns))
+    else:
+        optimizer = optimizer_choice.choose(args["optimizer"], v2, family, len(linear_columns))
+    twin.compile(optimizer=optimizer, loss=loss)
+    if twin.extra_optimizers:  # each optimizer built on the part it trains: its state goes there
+        dnn, lin = twin.parts()
+        _tfcompat.build_keras_optimizer(optimizer, dnn)
+        _tfcompat.build_keras_optimizer(twin.extra_optimizers[0], lin)
+    set_tf1_names(twin, declared_names(twin))
+    return twin
+
+
+def declared_names(twin: Any) -> dict[int, str]:
+    """``{index in twin.weights: the Estimator's checkpoint name}`` of every weight."""
+    index = {id(w): i for i, w in enumerate(twin.weights)}
+    names = {}
+    for weight, name in twin.checkpoint_names():
+        names[index[id(weight)]] = name
+    return names
+
+
+def _check_columns(kind: str, columns: Sequence[Any]) -> None:
+    """Raises naming every column the twin does not build (all of them at once)."""
+    from hookbridge._migrate.twins import layers
+
+    refused = []
+    for column in dict.fromkeys(columns):
+        try:
+            layers.numeric_width(column, kind)
+        except ValueError as e:
+            refused.append(f"{getattr(column, 'name', column)!r} ({e})")
+    if refused:
+        raise ValueError(
+            f"keras_twin: {kind} has feature columns the twin does not build yet: "
+            f"{', '.join(refused)}; it builds numeric columns without normalizer_fn. Build the "
+            "Keras model by hand (a keras.layers preprocessing layer per column) and map it "
+            "with restore_checkpoint(model, model_dir, 'auto')."
+        )
+
+
+def _sorted(columns: Sequence[Any]) -> list[Any]:
+    """The columns in the Estimator's order (``linear.estimator_order``: sorted by name)."""
+    from hookbridge._migrate import linear as _linear
+
+    by_name = {c.name: c for c in columns}
+    return [by_name[n] for n in _linear.estimator_order(by_name)]
+
+
+def _dnn_features(keras: Any, columns: Sequence[Any]) -> tuple[Any, int]:
+    from hookbridge._migrate.twins import layers
+
+    ordered = _sorted(columns)
+    widths = [layers.numeric_width(c, "") for c in ordered]
+    features = layers.numeric_classes(keras)[0](ordered, widths, name="input_layer")
+    return features, sum(widths)
+
+
+def _linear_model(keras: Any, columns: Sequence[Any], units: int) -> Any:
+    from hookbridge._migrate.twins import layers
+
+    ordered = _sorted(columns)
+    widths = [layers.numeric_width(c, "") for c in ordered]
+    return layers.numeric_classes(keras)[1](
+        ordered, widths, units, scope=LINEAR_SCOPE, name="linear_model")
+
+
+def _example(columns: Sequence[Any]) -> dict[str, Any]:
+    """A batch of one example of every column's feature (zeros), to build the weights."""
+    import numpy as np
+
+    from hookbridge._migrate.twins import layers
+
+    return {c.key: np.zeros((1, layers.numeric_width(c, "")), "float32") for c in columns}

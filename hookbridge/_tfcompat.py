@@ -772,7 +772,8 @@ def keras3_track_loss(model: Any, loss: Any, x: Any) -> None:
     """In a custom ``train_step`` of a Keras 3 model, counts the batch loss into the ``loss``
     Keras logs, as Keras 3's own ``train_step`` does (private ``_loss_tracker``, weighted by the
     batch size). Keras 2 / tf_keras count it in ``compute_loss``: nothing to do there."""
-    package = sys.modules.get(type(model).__module__.partition(".")[0])
+    roots = (c.__module__.partition(".")[0] for c in type(model).__mro__)
+    package = sys.modules.get(next((r for r in roots if r in ("keras", "tf_keras")), ""))
     if not str(getattr(package, "__version__", "")).startswith("3."):
         return
     tracker = getattr(model, "_loss_tracker", None)

@@ -721,3 +721,45 @@ def test_keras3_weights_made_outside_add_weight_are_tracked_and_hold_a_tf_variab
     assert isinstance(variable, tf.Variable)
     variable.assign([1.0, 2.0])
     np.testing.assert_array_equal(weight.numpy(), [1.0, 2.0])
+
+# ---- twins: twinbuild ----
+def test_keras3_track_loss_counts_a_custom_train_steps_loss_as_keras_logs_it():
+    """keras_twin's two-optimizer train_step counts its loss as Keras 3's own train_step does
+    (private ``_loss_tracker``); Keras 2 / tf_keras count it in ``compute_loss``."""
+    keras = tf.keras
+
+    class Custom(keras.Model):
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+                _tfcompat.keras3_track_loss(self, loss, x)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            return self.compute_metrics(x, y, y_pred, None)
+
+    inputs = keras.Input((2,))
+    x = np.arange(8, dtype="float32").reshape(4, 2)
+    y = np.ones((4, 1), "float32")
+    logs = {}
+    for cls in (Custom, keras.Model):
+        model = cls(inputs, keras.layers.Dense(1, kernel_initializer="ones")(inputs))
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+        logs[cls] = model.fit(x, y, batch_size=2, epochs=1, verbose=0).history["loss"]
+    assert logs[Custom] == logs[keras.Model] and logs[Custom][0] > 0, (
+        f"{logs}: Keras moved the loss tracker: update _tfcompat.keras3_track_loss")
+
+
+def test_keras_tensor_inputs_traces_a_branch_to_the_models_inputs():
+    """The order check reads which named inputs a Concatenate input is computed from."""
+    keras = tf.keras
+    a = keras.Input((1,), name="a", dtype="string")
+    b = keras.Input((1,), name="b", dtype="string")
+    one_hot = keras.layers.StringLookup(vocabulary=["x", "y"], output_mode="one_hot")(a)
+    cross = keras.layers.HashedCrossing(5, output_mode="one_hot")((a, b))
+    dense = keras.layers.Dense(2)(keras.layers.Concatenate()([one_hot, cross]))
+    assert _tfcompat.keras_tensor_inputs(one_hot) == {"a"}
+    assert _tfcompat.keras_tensor_inputs(cross) == {"a", "b"}, "Keras moved _keras_history"
+    assert _tfcompat.keras_tensor_inputs(dense) == {"a", "b"}
+    assert _tfcompat.keras_tensor_inputs(tf.constant(1.0)) is None

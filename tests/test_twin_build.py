@@ -59,19 +59,30 @@ def run(request, tmp_path_factory):
     first = {k: v[: exp["batch"]] for k, v in FEATURES.items()}
     logits = twin.predict(first, verbose=0)
     y = DATA[exp["labels"]]
-    losses = keras_fit(twin, FEATURES, y, step, step + len(exp["losses"]), lambda: (
-        hookbridge.estimator_hooks(model_dir, model=twin, save_checkpoints_steps=8,
-                                   save_summary_steps=0, log_step_count_steps=None)))
-    return {"exp": exp, "step": step, "logits": logits, "losses": losses,
-            "model_dir": model_dir}
+    losses = keras_fit(
+        twin,
+        FEATURES,
+        y,
+        step,
+        step + len(exp["losses"]),
+        lambda: hookbridge.estimator_hooks(
+            model_dir,
+            model=twin,
+            save_checkpoints_steps=8,
+            save_summary_steps=0,
+            log_step_count_steps=None,
+        ),
+    )
+    return {"exp": exp, "step": step, "logits": logits, "losses": losses, "model_dir": model_dir}
 
 
 def test_the_named_twin_predicts_the_estimators_logits(run):
     exp = run["exp"]
     assert run["step"] == exp["switch"]
     native = np.asarray(exp["logits"], "float32")
-    np.testing.assert_allclose(run["logits"], native.reshape(run["logits"].shape),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        run["logits"], native.reshape(run["logits"].shape), rtol=1e-5, atol=1e-6
+    )
 
 
 #: The Estimator's own drift over 16 steps from its step-8 checkpoint times 1 +- 1e-7 (the
@@ -83,8 +94,9 @@ FIRST_STEPS_RTOL = 2e-5
 def test_the_named_twin_continues_as_the_estimator_loss_by_loss(run):
     exp = run["exp"]
     envelope = max(FIRST_STEPS_RTOL, 10 * max(exp["drift"].values()))
-    np.testing.assert_allclose(run["losses"][:8], exp["losses"][:8], rtol=FIRST_STEPS_RTOL,
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        run["losses"][:8], exp["losses"][:8], rtol=FIRST_STEPS_RTOL, atol=1e-7
+    )
     np.testing.assert_allclose(run["losses"], exp["losses"], rtol=envelope, atol=1e-7)
 
 
@@ -104,8 +116,11 @@ def test_a_declared_name_the_checkpoint_lacks_is_refused_by_name(tmp_path):
     renamed = tf.feature_column.numeric_column("b2")  # 'b' -> 'b2': same shape, other name
     arguments["feature_columns"] = [renamed if c.name == "b" else c for c in columns]
     twin = hookbridge.keras_twin(exp["kind"], **arguments)
-    with pytest.raises(ValueError, match=r"does not hold 1 of them.*linear/linear_model/b2/"
-                       r"weights \(Keras weight .* not in the checkpoint\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"does not hold 1 of them.*linear/linear_model/b2/"
+        r"weights \(Keras weight .* not in the checkpoint\)",
+    ):
         hookbridge.restore_checkpoint(twin, FIXTURES / "linear_v1" / "model_dir", "auto")
 
 
@@ -121,10 +136,18 @@ def test_extra_features_are_ignored_never_mapped_by_position():
 
 def test_unknown_and_unsupported_arguments_are_refused_by_name():
     columns = make_fixture.columns()
-    with pytest.raises(ValueError, match=r"DNNClassifier takes no argument 'hidden', 'optimiser'"
-                       r"; DNNClassifier needs 'hidden_units'; weight_column='w'"):
-        hookbridge.keras_twin("DNNClassifier", feature_columns=columns, hidden=[3],
-                              optimiser="Adam", weight_column="w")
+    with pytest.raises(
+        ValueError,
+        match=r"DNNClassifier takes no argument 'hidden', 'optimiser'"
+        r"; DNNClassifier needs 'hidden_units'; weight_column='w'",
+    ):
+        hookbridge.keras_twin(
+            "DNNClassifier",
+            feature_columns=columns,
+            hidden=[3],
+            optimiser="Adam",
+            weight_column="w",
+        )
     with pytest.raises(ValueError, match=r"BoostedTreesClassifier is not supported.*trees"):
         hookbridge.keras_twin("BoostedTreesClassifier", feature_columns=columns)
     with pytest.raises(ValueError, match=r"loss_reduction='none'"):

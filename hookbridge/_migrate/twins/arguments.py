@@ -56,8 +56,11 @@ _FAMILY = {
     },
 }
 #: V1-only arguments: how the variables are partitioned (changes the checkpoint's layout).
-_V1_ONLY = {"DNN": "input_layer_partitioner", "Linear": "partitioner",
-            "DNNLinearCombined": "input_layer_partitioner"}
+_V1_ONLY = {
+    "DNN": "input_layer_partitioner",
+    "Linear": "partitioner",
+    "DNNLinearCombined": "input_layer_partitioner",
+}
 #: Arguments that do not change the model (where it is saved, how it runs).
 IGNORED = ("model_dir", "config")
 #: Loss reductions: V1 ``tf.compat.v1.losses.Reduction``, V2 ``tf.keras.losses.Reduction``
@@ -117,7 +120,7 @@ def check(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
         ValueError: naming every argument the class does not take, every required one
             missing, and every value the twin does not build (with the reason).
     """
-    base, family, v2 = split_name(kind)
+    _, family, v2 = split_name(kind)
     declared = parameters(kind)
     unknown = sorted(set(given) - set(declared))
     missing = sorted(k for k, v in declared.items() if v is _REQUIRED and k not in given)
@@ -129,19 +132,23 @@ def check(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
         refused.append(f"{kind} needs {', '.join(map(repr, missing))}")
     for name in ("weight_column", "label_vocabulary"):
         if args.get(name) is not None:
-            refused.append(f"{name}={args[name]!r} (the twin's loss takes no weights and "
-                           "integer labels only)")
+            refused.append(
+                f"{name}={args[name]!r} (the twin's loss takes no weights and integer labels only)"
+            )
     if args.get("batch_norm"):
         refused.append("batch_norm=True (its moving averages are not built)")
     partitioner = _V1_ONLY[family]
     if not v2 and args.get(partitioner) is not None:
         refused.append(f"{partitioner}={args[partitioner]!r} (partitioned variables)")
     if args.get("warm_start_from") is not None:
-        refused.append("warm_start_from (load the weights with restore_checkpoint(twin, "
-                       "model_dir, 'auto') instead)")
+        refused.append(
+            "warm_start_from (load the weights with restore_checkpoint(twin, "
+            "model_dir, 'auto') instead)"
+        )
     if str(args["loss_reduction"]) not in REDUCTIONS:
-        refused.append(f"loss_reduction={args['loss_reduction']!r} (one of "
-                       f"{', '.join(REDUCTIONS)})")
+        refused.append(
+            f"loss_reduction={args['loss_reduction']!r} (one of {', '.join(REDUCTIONS)})"
+        )
     for name in ("sparse_combiner", "linear_sparse_combiner"):
         if name in args and args[name] not in ("sum", "mean", "sqrtn"):
             refused.append(f"{name}={args[name]!r} (sum, mean or sqrtn)")
@@ -151,8 +158,9 @@ def check(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
         if args["dnn_feature_columns"] and not args["dnn_hidden_units"]:
             refused.append("dnn_feature_columns without dnn_hidden_units")
     if refused:
-        raise ValueError(f"keras_twin: cannot build the twin of {kind}: " + "; ".join(refused)
-                         + ".")
+        raise ValueError(
+            f"keras_twin: cannot build the twin of {kind}: " + "; ".join(refused) + "."
+        )
     return args
 
 

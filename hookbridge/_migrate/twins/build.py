@@ -89,12 +89,18 @@ def build(kind: str, given: dict[str, Any]) -> Any:
     if combined:
         dnn_columns, linear_columns = args["dnn_feature_columns"], args["linear_feature_columns"]
         hidden, activation, dropout = (
-            args["dnn_hidden_units"], args["dnn_activation_fn"], args["dnn_dropout"])
+            args["dnn_hidden_units"],
+            args["dnn_activation_fn"],
+            args["dnn_dropout"],
+        )
     else:
         dnn_columns = args["feature_columns"] if family == "DNN" else None
         linear_columns = args["feature_columns"] if family == "Linear" else None
         hidden, activation, dropout = (
-            args.get("hidden_units"), args.get("activation_fn"), args.get("dropout"))
+            args.get("hidden_units"),
+            args.get("activation_fn"),
+            args.get("dropout"),
+        )
     dnn_columns, linear_columns = list(dnn_columns or []), list(linear_columns or [])
     units = _heads.logits_dimension(base, args)
     loss = _heads.loss(keras, base, args)
@@ -106,20 +112,35 @@ def build(kind: str, given: dict[str, Any]) -> Any:
         activation = tf.nn.relu if activation == "relu" else activation
         dense = layers.dense_class(keras)
         for k, n in enumerate(hidden):
-            hidden_layers.append(dense(int(n), width, activation, f"{DNN_SCOPE}/hiddenlayer_{k}",
-                                       name=f"hiddenlayer_{k}"))
+            hidden_layers.append(
+                dense(
+                    int(n),
+                    width,
+                    activation,
+                    f"{DNN_SCOPE}/hiddenlayer_{k}",
+                    name=f"hiddenlayer_{k}",
+                )
+            )
             width = int(n)
         logits = dense(units, width, None, f"{DNN_SCOPE}/logits", name="logits")
     if linear_columns:
         linear = _linear_model(keras, linear_columns, units)
     twin = model.twin_class(keras)(
-        dnn_features=dnn_features, hidden=hidden_layers, dropout=dropout, logits=logits,
-        linear=linear, name=kind)
+        dnn_features=dnn_features,
+        hidden=hidden_layers,
+        dropout=dropout,
+        logits=logits,
+        linear=linear,
+        name=kind,
+    )
     twin(_example(dnn_columns + linear_columns))  # builds every weight
     if dnn_columns and linear_columns:
         optimizer = optimizer_choice.choose(args["dnn_optimizer"], v2, "DNNCombined", 0)
-        twin.extra_optimizers = [optimizer_choice.choose(
-            args["linear_optimizer"], v2, "LinearCombined", len(linear_columns))]
+        twin.extra_optimizers = [
+            optimizer_choice.choose(
+                args["linear_optimizer"], v2, "LinearCombined", len(linear_columns)
+            )
+        ]
     elif combined:
         part = "DNNCombined" if dnn_columns else "LinearCombined"
         spec = args["dnn_optimizer"] if dnn_columns else args["linear_optimizer"]
@@ -186,7 +207,8 @@ def _linear_model(keras: Any, columns: Sequence[Any], units: int) -> Any:
     ordered = _sorted(columns)
     widths = [layers.numeric_width(c, "") for c in ordered]
     return layers.numeric_classes(keras)[1](
-        ordered, widths, units, scope=LINEAR_SCOPE, name="linear_model")
+        ordered, widths, units, scope=LINEAR_SCOPE, name="linear_model"
+    )
 
 
 def _example(columns: Sequence[Any]) -> dict[str, Any]:

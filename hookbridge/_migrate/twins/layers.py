@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dense_class(keras: Any) -> Any:
     """``EstimatorDense(units, activation, scope)`` for the Keras module ``keras``."""
     import tensorflow as tf
@@ -33,10 +33,14 @@ def dense_class(keras: Any) -> Any:
             super().__init__(**kwargs)
             self.units, self.scope, self.activation = int(units), scope, activation
             self.kernel = self.add_weight(
-                name="kernel", shape=(int(input_dim), self.units),
-                initializer="glorot_uniform", trainable=True)
+                name="kernel",
+                shape=(int(input_dim), self.units),
+                initializer="glorot_uniform",
+                trainable=True,
+            )
             self.bias = self.add_weight(
-                name="bias", shape=(self.units,), initializer="zeros", trainable=True)
+                name="bias", shape=(self.units,), initializer="zeros", trainable=True
+            )
 
         def call(self, inputs):
             out = tf.nn.bias_add(tf.matmul(inputs, _value(self.kernel)), _value(self.bias))
@@ -70,7 +74,7 @@ def numeric_width(column: Any, kind: str) -> int:
     return width
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def numeric_classes(keras: Any) -> tuple[Any, Any]:
     """``(NumericFeatures, NumericLinearModel)`` for the Keras module ``keras``."""
     import tensorflow as tf
@@ -104,12 +108,17 @@ def numeric_classes(keras: Any) -> tuple[Any, Any]:
             super().__init__(**kwargs)
             self.columns, self.widths, self.scope = list(columns), list(widths), scope
             self.column_weights = [
-                self.add_weight(name=_linear.scope(c.name), shape=(w, int(units)),
-                                initializer="zeros", trainable=True)
+                self.add_weight(
+                    name=_linear.scope(c.name),
+                    shape=(w, int(units)),
+                    initializer="zeros",
+                    trainable=True,
+                )
                 for c, w in zip(self.columns, self.widths)
             ]
             self.bias = self.add_weight(
-                name="bias_weights", shape=(int(units),), initializer="zeros", trainable=True)
+                name="bias_weights", shape=(int(units),), initializer="zeros", trainable=True
+            )
 
         def call(self, features):
             sums = [
@@ -120,8 +129,10 @@ def numeric_classes(keras: Any) -> tuple[Any, Any]:
 
         def checkpoint_names(self):
             return [
-                *((v, f"{self.scope}/{_linear.scope(c.name)}/weights")
-                  for c, v in zip(self.columns, self.column_weights)),
+                *(
+                    (v, f"{self.scope}/{_linear.scope(c.name)}/weights")
+                    for c, v in zip(self.columns, self.column_weights)
+                ),
                 (self.bias, f"{self.scope}/bias_weights"),
             ]
 

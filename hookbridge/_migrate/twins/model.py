@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def twin_class(keras: Any) -> Any:
     """The ``CannedTwin`` model class for the Keras module ``keras``."""
     import tensorflow as tf
@@ -28,14 +28,19 @@ def twin_class(keras: Any) -> Any:
         """A canned Estimator's model: ``dnn_features -> hidden -> logits`` and/or
         ``linear``, summed."""
 
-        def __init__(self, dnn_features=None, hidden=(), dropout=None, logits=None,
-                     linear=None, **kwargs):
+        def __init__(
+            self, dnn_features=None, hidden=(), dropout=None, logits=None, linear=None, **kwargs
+        ):
             super().__init__(**kwargs)
             self.dnn_features, self.hidden_layers = dnn_features, list(hidden)
-            self.dropout_layers = [
-                keras.layers.Dropout(float(dropout), name=f"dropout_{k}")
-                for k in range(len(self.hidden_layers))
-            ] if dropout else []
+            self.dropout_layers = (
+                [
+                    keras.layers.Dropout(float(dropout), name=f"dropout_{k}")
+                    for k in range(len(self.hidden_layers))
+                ]
+                if dropout
+                else []
+            )
             self.logits_layer, self.linear = logits, linear
             self.extra_optimizers = []
 
@@ -75,7 +80,8 @@ def twin_class(keras: Any) -> Any:
         def checkpoint_names(self):
             """``(weight, the Estimator's checkpoint name)`` of every weight."""
             layers = [self.dnn_features, *self.hidden_layers, self.logits_layer, self.linear]
-            return [pair for layer in layers if layer is not None
-                    for pair in layer.checkpoint_names()]
+            return [
+                pair for layer in layers if layer is not None for pair in layer.checkpoint_names()
+            ]
 
     return CannedTwin

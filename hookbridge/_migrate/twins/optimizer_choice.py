@@ -83,7 +83,10 @@ def _fallback(optimizer: Any, v2: bool, lr: float | None) -> Any:
         legacy = None if _keras3(keras) else getattr(keras.optimizers, "legacy", None)
         if isinstance(optimizer, str) and legacy is not None:
             classes = {
-                "Adagrad": "Adagrad", "Adam": "Adam", "Ftrl": "Ftrl", "RMSProp": "RMSprop",
+                "Adagrad": "Adagrad",
+                "Adam": "Adam",
+                "Ftrl": "Ftrl",
+                "RMSProp": "RMSprop",
                 "SGD": "SGD",
             }
             if optimizer in classes:
@@ -151,10 +154,13 @@ def _from_tf1(keras: Any, optimizer: Any) -> Any:
     builders = {
         # Keras's Adagrad takes epsilon inside the root, 0 = TF1's.
         "AdagradOptimizer": lambda: keras.optimizers.Adagrad(
-            s["learning_rate"], initial_accumulator_value=s["initial_accumulator_value"],
-            epsilon=0.0),
+            s["learning_rate"],
+            initial_accumulator_value=s["initial_accumulator_value"],
+            epsilon=0.0,
+        ),
         "AdamOptimizer": lambda: legacy.Adam(
-            s["learning_rate"], beta_1=s["beta1"], beta_2=s["beta2"], epsilon=s["epsilon"]),
+            s["learning_rate"], beta_1=s["beta1"], beta_2=s["beta2"], epsilon=s["epsilon"]
+        ),
         "FtrlOptimizer": lambda: legacy.Ftrl(
             s["learning_rate"],
             learning_rate_power=s["learning_rate_power"],
@@ -162,10 +168,15 @@ def _from_tf1(keras: Any, optimizer: Any) -> Any:
             l1_regularization_strength=s["l1_regularization_strength"],
             l2_regularization_strength=s["l2_regularization_strength"],
             l2_shrinkage_regularization_strength=s["l2_shrinkage_regularization_strength"],
-            beta=s.get("beta") or 0.0),
+            beta=s.get("beta") or 0.0,
+        ),
         "RMSPropOptimizer": lambda: legacy.RMSprop(
-            s["learning_rate"], rho=s["decay"], momentum=s["momentum"], epsilon=s["epsilon"],
-            centered=s["centered"]),
+            s["learning_rate"],
+            rho=s["decay"],
+            momentum=s["momentum"],
+            epsilon=s["epsilon"],
+            centered=s["centered"],
+        ),
         "GradientDescentOptimizer": lambda: legacy.SGD(s["learning_rate"]),
     }
     if kind not in builders:

@@ -98,7 +98,7 @@ def test_the_census_trap_is_refused_naming_both_orders(tmp_path):
     with pytest.raises(
         ValueError,
         match=(
-            r"'wide' concatenates the features of the columns in the order \['education', "
+            r"'wide' concatenates the features in the order \['education', "
             r"'marital_status', 'relationship', 'age_bucketized', 'education_X_occupation'\].*"
             r"order \['age_bucketized', 'education', 'education_X_occupation', "
             r"'marital_status', 'relationship'\]"
@@ -161,7 +161,7 @@ def test_against_the_estimator_its_order_is_exact_and_the_listed_one_refused(tmp
     hookbridge.restore_checkpoint(model, tmp_path, "auto")
     np.testing.assert_allclose(model.predict(features, verbose=0), native, rtol=1e-5, atol=1e-6)
     listed = hand_built(LISTED, cross=False)
-    with pytest.raises(ValueError, match=r"concatenates the features of the columns in the order"):
+    with pytest.raises(ValueError, match=r"concatenates the features in the order"):
         hookbridge.restore_checkpoint(listed, tmp_path, "auto")
     # What the refusal prevents: the same weights in the listed order predict otherwise.
     reader = tf.train.load_checkpoint(str(tmp_path))

@@ -156,7 +156,7 @@ def plan(
             )
         explicit = _hookbridge_names(model, shapes, weight_shapes)
         auto = not explicit
-        if auto:  # the names the model's weights answer to (keras_twin's, a mapped restore's)
+        if auto:  # the checkpoint names the model declares for its weights (keras_twin's)
             explicit = _declared_names(model, prefix, shapes, weight_shapes, labels)
     else:
         explicit = {k: v for k, v in assignment_map.items() if k != "*"}
@@ -247,16 +247,19 @@ def _declared_names(
     weight_shapes: Sequence[tuple[int, ...]],
     labels: Sequence[str],
 ) -> dict[str, WeightRef]:
-    """``{checkpoint name: weight index}`` of the TF1 names the model's weights answer to
-    (``graph.tf1_names``: those ``keras_twin`` declares, those a mapped restore recorded).
+    """``{checkpoint name: weight index}`` of the names a model declares for its weights: its
+    ``checkpoint_names()`` (``(weight, checkpoint name)`` pairs; a ``keras_twin`` gives the
+    Estimator's), ``{}`` for a model without that method.
 
     Raises:
         ValueError: naming every declared name the checkpoint lacks or holds with another
             shape: ``"auto"`` never falls back to shapes and order for a weight that has a name.
     """
-    from hookbridge._hook_callback.graph import tf1_names
-
-    declared = tf1_names(model)
+    declare = getattr(model, "checkpoint_names", None)
+    if not callable(declare):
+        return {}
+    index = {id(w): i for i, w in enumerate(model.weights)}
+    declared = {index[id(w)]: name for w, name in declare() if id(w) in index}
     wrong = [
         f"{name} (Keras weight {labels[i]} {format_shape(weight_shapes[i])}: "
         + ("not in the checkpoint)" if name not in shapes else
@@ -266,8 +269,8 @@ def _declared_names(
     ]
     if wrong:
         raise ValueError(
-            f"restore_checkpoint: the model's weights answer to checkpoint names (keras_twin "
-            f"declares the Estimator's; a restore by an assignment map records its own), and "
+            f"restore_checkpoint: {getattr(model, 'name', 'the model')!r} declares the "
+            f"checkpoint names of its weights (keras_twin: the Estimator's), and "
             f"{prefix!r} does not hold {len(wrong)} of them as the model has them: "
             + "; ".join(wrong)
             + ". Is it the checkpoint of this model's Estimator (the same columns, hidden "

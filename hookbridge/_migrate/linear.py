@@ -193,15 +193,26 @@ def check_feature_order(model: Any, scopes: Sequence[str]) -> None:
         got = [branch_column(t, wanted) for t in inputs]
         if None in got or sorted(got) != sorted(wanted) or got == wanted:
             continue
+        names = [_input_name(t) or s for t, s in zip(inputs, got)]  # "temp max", not temp_max
+        shown = dict(zip(got, names))
         raise ValueError(
             f"restore_checkpoint: the Keras layer {layer.name!r} concatenates the features "
-            f"of the columns in the order {got}, the checkpoint's column weights fill its "
-            f"kernel's rows in the order {wanted} (the Estimator's order, its feature "
+            f"in the order {names}, the checkpoint's column weights fill its kernel's rows in "
+            f"the order {[shown[s] for s in wanted]} (the Estimator's order, its feature "
             "columns sorted by name, unless a tuple entry gave another): the weights would "
-            f"apply to the wrong features. Concatenate them in the order {wanted}, or stack "
-            "the columns' weights in your order with a tuple entry: "
-            "{('<scope>/linear_model/<column>/weights', ...): '<kernel>'}."
+            f"apply to the wrong features. Concatenate the inputs in the order "
+            f"{[shown[s] for s in wanted]}, or stack the columns' weights in your order with a "
+            "tuple entry: {('<scope>/linear_model/<column>/weights', ...): '<kernel>'}."
         )
+
+
+def _input_name(tensor: Any) -> str | None:
+    """The name of a model input (``keras.Input(name=...)``) the tensor is, else ``None``."""
+    from hookbridge import _tfcompat
+
+    name = str(getattr(tensor, "name", "")).split(":")[0]
+    traced = _tfcompat.keras_tensor_inputs(tensor)
+    return name if traced is None or traced == {name} else None
 
 
 #: What a feature column's name adds to its input's (bucketized: ``age_bucketized``).
@@ -213,9 +224,9 @@ def branch_column(tensor: Any, columns: Sequence[str]) -> str | None:
     names of the model inputs it is computed from (``None``: the names do not tell one)."""
     from hookbridge import _tfcompat
 
-    own = scope(str(getattr(tensor, "name", "")).split(":")[0])
-    if own in columns:  # an input named after the column
-        return own
+    own = _input_name(tensor)
+    if own is not None and scope(own) in columns:  # an input named after the column
+        return scope(own)
     sources = _tfcompat.keras_tensor_inputs(tensor)
     if not sources:
         return None

@@ -39,12 +39,7 @@ def expected(case):
 
 def twin_of(case):
     exp = expected(case)
-    try:
-        return hookbridge.keras_twin(exp["kind"], **make_fixture.arguments(exp["arguments"]))
-    except ValueError as e:
-        if "optimizers.py's (not there yet)" in str(e):  # V2 on Keras 3: twinopt's optimizers
-            pytest.skip(str(e))
-        raise
+    return hookbridge.keras_twin(exp["kind"], **make_fixture.arguments(exp["arguments"]))
 
 
 @pytest.fixture(scope="module", params=CASES)

@@ -8,11 +8,11 @@ only ``tf.feature_column`` (TF 2.15 and TF 2.21 with Keras 3 or tf_keras). What 
 * a Keras model taking the dict of features the Estimator's ``input_fn`` gives (read by name;
   extra keys ignored) and returning the logits (``predictions["logits"]``; a regressor's
   ``predictions``), ``twins/model.py``;
-* DNN: ``input_layer`` of the DNN columns, per hidden layer ``activation(bias_add(matmul))``
+* DNN: ``input_layer`` of the DNN columns (``twins/columns.py``), per hidden layer ``activation(bias_add(matmul))``
   (TF 1 ``dense``, ``twins/layers.py``), ``Dropout`` after each when ``dropout`` is given, a
   logits layer; linear: ``linear_model`` of the linear columns (zeros); both: their sum;
 * the head's loss and reduction (``twins/heads.py``), the Estimator's optimizers
-  (``twins/optimizer_choice.py``): ``DNNLinearCombined*`` trains its linear part with
+  (``twins/optimizers.py``): ``DNNLinearCombined*`` trains its linear part with
   ``model.extra_optimizers[0]``;
 * every weight declared under the Estimator's checkpoint name (``set_tf1_names``), which
   ``restore_checkpoint(twin, model_dir, "auto")`` uses first and ``estimator_hooks(model_dir,
@@ -27,8 +27,8 @@ from typing import Any
 from hookbridge._migrate.twins import arguments as _arguments
 from hookbridge._migrate.twins import heads as _heads
 
-#: The DNN part's and the linear part's checkpoint scopes (V1 and V2 alike, measured on TF 2.15).
-DNN_SCOPE, LINEAR_SCOPE = "dnn", "linear/linear_model"
+#: The DNN part's checkpoint scope (V1 and V2 alike, measured on TF 2.15).
+DNN_SCOPE = "dnn"
 
 
 def keras_twin(estimator: Any, /, **kwargs: Any) -> Any:
@@ -80,7 +80,7 @@ def build(kind: str, given: dict[str, Any]) -> Any:
 
     from hookbridge import _tfcompat
     from hookbridge._hook_callback.graph import set_tf1_names
-    from hookbridge._migrate.twins import layers, model, optimizer_choice
+    from hookbridge._migrate.twins import columns, layers, model, optimizers
 
     base, family, v2 = _arguments.split_name(kind)
     args = _arguments.check(kind, given)
@@ -93,6 +93,7 @@ def build(kind: str, given: dict[str, Any]) -> Any:
             args["dnn_activation_fn"],
             args["dnn_dropout"],
         )
+        combiner = args["linear_sparse_combiner"]
     else:
         dnn_columns = args["feature_columns"] if family == "DNN" else None
         linear_columns = args["feature_columns"] if family == "Linear" else None
@@ -101,30 +102,27 @@ def build(kind: str, given: dict[str, Any]) -> Any:
             args.get("activation_fn"),
             args.get("dropout"),
         )
+        combiner = args.get("sparse_combiner", "sum")
     dnn_columns, linear_columns = list(dnn_columns or []), list(linear_columns or [])
+    _check_columns(kind, dnn_columns, linear_columns)
     units = _heads.logits_dimension(base, args)
     loss = _heads.loss(keras, base, args)
     dnn_features = linear = logits = None
     hidden_layers = []
-    _check_columns(kind, dnn_columns + linear_columns)
     if dnn_columns:
-        dnn_features, width = _dnn_features(keras, dnn_columns)
+        dnn_features = columns.input_layer(dnn_columns)
+        dnn_features.build(None)
+        width = int(dnn_features.compute_output_shape(None)[-1])
         activation = tf.nn.relu if activation == "relu" else activation
         dense = layers.dense_class(keras)
         for k, n in enumerate(hidden):
-            hidden_layers.append(
-                dense(
-                    int(n),
-                    width,
-                    activation,
-                    f"{DNN_SCOPE}/hiddenlayer_{k}",
-                    name=f"hiddenlayer_{k}",
-                )
-            )
+            scope = f"{DNN_SCOPE}/hiddenlayer_{k}"
+            hidden_layers.append(dense(int(n), width, activation, scope, name=f"hiddenlayer_{k}"))
             width = int(n)
         logits = dense(units, width, None, f"{DNN_SCOPE}/logits", name="logits")
     if linear_columns:
-        linear = _linear_model(keras, linear_columns, units)
+        linear = columns.linear_model(linear_columns, units=units, sparse_combiner=combiner)
+        linear.build(None)
     twin = model.twin_class(keras)(
         dnn_features=dnn_features,
         hidden=hidden_layers,
@@ -133,24 +131,20 @@ def build(kind: str, given: dict[str, Any]) -> Any:
         linear=linear,
         name=kind,
     )
-    twin(_example(dnn_columns + linear_columns))  # builds every weight
-    if dnn_columns and linear_columns:
-        optimizer = optimizer_choice.choose(args["dnn_optimizer"], v2, "DNNCombined", 0)
-        twin.extra_optimizers = [
-            optimizer_choice.choose(
-                args["linear_optimizer"], v2, "LinearCombined", len(linear_columns)
-            )
-        ]
-    elif combined:
-        part = "DNNCombined" if dnn_columns else "LinearCombined"
-        spec = args["dnn_optimizer"] if dnn_columns else args["linear_optimizer"]
-        optimizer = optimizer_choice.choose(spec, v2, part, len(linear_columns))
-    else:
-        optimizer = optimizer_choice.choose(args["optimizer"], v2, family, len(linear_columns))
-    twin.compile(optimizer=optimizer, loss=loss)
-    if twin.extra_optimizers:  # each optimizer built on the part it trains: its state goes there
+    twin.built = True  # every weight made above: the column layers build without features
+
+    def optimizer(part: str) -> Any:
+        spec = args[f"{part}_optimizer"] if combined else args["optimizer"]
+        lr = optimizers.canned_default_lr(base, part, spec, v2, len(linear_columns))
+        default = "Adagrad" if part == "dnn" else "Ftrl"
+        return optimizers.estimator_optimizer(spec, v2=v2, default_name=default, default_lr=lr)
+
+    main = optimizer("dnn" if dnn_columns else "linear")
+    twin.compile(optimizer=main, loss=loss)
+    if dnn_columns and linear_columns:  # each optimizer built on the part it trains
+        twin.extra_optimizers = [optimizer("linear")]
         dnn, lin = twin.parts()
-        _tfcompat.build_keras_optimizer(optimizer, dnn)
+        _tfcompat.build_keras_optimizer(main, dnn)
         _tfcompat.build_keras_optimizer(twin.extra_optimizers[0], lin)
     set_tf1_names(twin, declared_names(twin))
     return twin
@@ -165,56 +159,18 @@ def declared_names(twin: Any) -> dict[int, str]:
     return names
 
 
-def _check_columns(kind: str, columns: Sequence[Any]) -> None:
+def _check_columns(kind: str, dnn_columns: Sequence[Any], linear_columns: Sequence[Any]) -> None:
     """Raises naming every column the twin does not build (all of them at once)."""
-    from hookbridge._migrate.twins import layers
+    from hookbridge._migrate.twins import columns
 
-    refused = []
-    for column in dict.fromkeys(columns):
-        try:
-            layers.numeric_width(column, kind)
-        except ValueError as e:
-            refused.append(f"{getattr(column, 'name', column)!r} ({e})")
+    refused = [
+        *(f"{r} (dnn)" for r in columns.unsupported(dnn_columns, dense_only=True)),
+        *(f"{r} (linear)" for r in columns.unsupported(linear_columns)),
+    ]
     if refused:
         raise ValueError(
-            f"keras_twin: {kind} has feature columns the twin does not build yet: "
-            f"{', '.join(refused)}; it builds numeric columns without normalizer_fn. Build the "
-            "Keras model by hand (a keras.layers preprocessing layer per column) and map it "
-            "with restore_checkpoint(model, model_dir, 'auto')."
+            f"keras_twin: {kind} has feature columns the twin does not build: "
+            + "; ".join(refused)
+            + ". Build the Keras model by hand and map it with restore_checkpoint(model, "
+            "model_dir, 'auto')."
         )
-
-
-def _sorted(columns: Sequence[Any]) -> list[Any]:
-    """The columns in the Estimator's order (``linear.estimator_order``: sorted by name)."""
-    from hookbridge._migrate import linear as _linear
-
-    by_name = {c.name: c for c in columns}
-    return [by_name[n] for n in _linear.estimator_order(by_name)]
-
-
-def _dnn_features(keras: Any, columns: Sequence[Any]) -> tuple[Any, int]:
-    from hookbridge._migrate.twins import layers
-
-    ordered = _sorted(columns)
-    widths = [layers.numeric_width(c, "") for c in ordered]
-    features = layers.numeric_classes(keras)[0](ordered, widths, name="input_layer")
-    return features, sum(widths)
-
-
-def _linear_model(keras: Any, columns: Sequence[Any], units: int) -> Any:
-    from hookbridge._migrate.twins import layers
-
-    ordered = _sorted(columns)
-    widths = [layers.numeric_width(c, "") for c in ordered]
-    return layers.numeric_classes(keras)[1](
-        ordered, widths, units, scope=LINEAR_SCOPE, name="linear_model"
-    )
-
-
-def _example(columns: Sequence[Any]) -> dict[str, Any]:
-    """A batch of one example of every column's feature (zeros), to build the weights."""
-    import numpy as np
-
-    from hookbridge._migrate.twins import layers
-
-    return {c.key: np.zeros((1, layers.numeric_width(c, "")), "float32") for c in columns}

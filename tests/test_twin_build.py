@@ -1,6 +1,8 @@
 """The named form of keras_twin on every stack, against the TF 2.15 Estimator's checked-in runs.
 
 ``tests/fixtures/twin_build/`` holds, per case, a canned Estimator's ``model_dir`` at step 8
+(numeric, vocabulary-list with an OOV bucket, hash-bucket, embedding, indicator, crossed and
+bucketized columns)
 (written on TF 2.15 by ``make_fixture.py``), its logits there, its batch losses continuing 16
 steps, and the drift the Estimator shows against itself (its checkpoint times 1+1e-7, times
 1 +- 1e-7). Here, on TF 2.21 (Keras 3, tf_keras) and TF 2.15 alike: ``keras_twin(<class name>,
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from estimator_setup import keras_fit
+from estimator_setup import LossRecorder
 
 import hookbridge
 
@@ -30,7 +32,29 @@ import make_fixture  # noqa: E402  the cases, columns and data the fixtures were
 sys.path.remove(str(FIXTURES))
 CASES = sorted(make_fixture.CASES)
 DATA = dict(np.load(FIXTURES / "data.npz"))
-FEATURES = {k: DATA[k] for k in ("b", "a", "c", "pair")}
+FEATURES = {k: DATA[k] for k in make_fixture.FEATURES}
+
+
+def batches(features, y=None):
+    """The features (and labels) in batches, in order: Keras 3's fit and predict refuse numpy
+    string arrays (docs/limits.md), an input_fn's dataset is what the Estimator took."""
+    data = features if y is None else (features, y)
+    return tf.data.Dataset.from_tensor_slices(data).batch(make_fixture.BATCH)
+
+
+def keras_fit(model, y, first_step, last_step, hooks):
+    """fit from global step first_step to last_step under HookCallback(hooks()): batch losses."""
+    recorder = LossRecorder()
+    per_epoch = len(y) // make_fixture.BATCH
+    model.fit(
+        batches(FEATURES, y),
+        initial_epoch=first_step // per_epoch,
+        epochs=last_step // per_epoch,
+        verbose=0,
+        shuffle=False,
+        callbacks=[hookbridge.HookCallback(lambda: [recorder, *hooks()])],
+    )
+    return recorder.losses
 
 
 def expected(case):
@@ -52,11 +76,10 @@ def run(request, tmp_path_factory):
     twin = twin_of(case)
     step = hookbridge.restore_checkpoint(twin, model_dir, "auto")
     first = {k: v[: exp["batch"]] for k, v in FEATURES.items()}
-    logits = twin.predict(first, verbose=0)
+    logits = twin.predict(batches(first), verbose=0)
     y = DATA[exp["labels"]]
     losses = keras_fit(
         twin,
-        FEATURES,
         y,
         step,
         step + len(exp["losses"]),
@@ -124,8 +147,10 @@ def test_extra_features_are_ignored_never_mapped_by_position():
     twin = twin_of("linear_v1")
     hookbridge.restore_checkpoint(twin, FIXTURES / "linear_v1" / "model_dir", "auto")
     first = {k: v[:4] for k, v in FEATURES.items()}
-    extra = {"0_first": np.full((4, 1), 9.0, "float32"), **first, "zz": np.ones((4, 2))}
-    np.testing.assert_array_equal(twin.predict(extra, verbose=0), twin.predict(first, verbose=0))
+    extra = {"0_first": np.full((4, 1), 9.0, "float32"), **first, "zz": np.ones((4, 2), "float32")}
+    np.testing.assert_array_equal(
+        twin.predict(batches(extra), verbose=0), twin.predict(batches(first), verbose=0)
+    )
     assert exp["kind"] == "LinearRegressor"
 
 

@@ -1,0 +1,247 @@
+"""The census twin's training step against the census Estimator's, on the same batches (issue 33).
+
+    python benchmarks/twin_step.py                  # tf215: Estimator and twin, interleaved
+    python benchmarks/twin_step.py --repeats 8 --steps 600
+    python benchmarks/twin_step.py --short          # seconds: every case runs (no verdict)
+    python benchmarks/twin_step.py --calls          # also: Python calls per step, 40 vs 400 rows
+
+The model is census's wide & deep ``DNNLinearCombinedClassifier`` (V1; ``tests/fixtures/
+census_twin``), continued from the checked-in step-300 ``model_dir`` on the same batches of 40
+seeded rows (repeated): on the TF 2.15 stack, ``estimator`` (``Estimator.train``, the canned
+model's own graph and session) and ``twin`` (``hookbridge.keras_twin(estimator)`` restored
+``"auto"``, plain ``fit``) in one process; on TF 2.21 (Keras 3 or tf_keras, no Estimator),
+``twin`` alone (``keras_twin("DNNLinearCombinedClassifier", ...)``), in steps per second.
+
+Method (as ``bench.py``): a case's per-step time is the slope inside one long run (its first
+``--skip`` steps, tracing and session start-up, left out), timed at each step's end by a hook or
+callback; the cases alternate ``--repeats`` times in one process with gc frozen while timed; each
+case's fastest run decides (interference only slows a run down), the median of the paired ratios
+is printed beside it. Both sides run TensorFlow with one inter-op and one intra-op thread: the
+Estimator's session as census's fixture runs it, the twin's eager context likewise. ``--calls`` counts the Python function calls ``fit`` makes per step (``sys.setprofile``
+over 20 steps) with batches of 40 and of 400 rows: equal counts mean the feature-column layers do
+no per-example Python work. Prints figures; asserts nothing. Log: ``twin_step.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import tensorflow as tf
+from fixtures.census_twin import columns, data
+
+FIXTURE = ROOT / "tests" / "fixtures" / "census_twin" / "model_dir"
+ROWS = 100 * data.BATCH  # 100 distinct batches, repeated
+
+
+def has_estimator() -> bool:
+    try:
+        import tensorflow_estimator  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def dataset(batch: int = data.BATCH) -> tf.data.Dataset:
+    features, labels = data.rows(data.CONTINUE_SEED, ROWS)
+    return tf.data.Dataset.from_tensor_slices((features, labels)).batch(batch).repeat()
+
+
+def slope(stamps: list[float], skip: int) -> float:
+    """Seconds per step between the end of step ``skip`` and the end of the last step."""
+    return (stamps[-1] - stamps[skip]) / (len(stamps) - 1 - skip)
+
+
+class _Frozen:
+    """gc collected, frozen and disabled while a run is timed (as ``timeit`` does)."""
+
+    def __enter__(self):
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        gc.enable()
+        gc.unfreeze()
+
+
+def estimator_run(root: Path, steps: int, skip: int) -> float:
+    """``Estimator.train`` of ``steps`` steps from a fresh copy of the fixture; seconds/step."""
+    from fixtures.census_twin import native
+
+    class Stamp(tf.compat.v1.train.SessionRunHook):
+        def __init__(self):
+            self.stamps: list[float] = []
+
+        def after_run(self, run_context, run_values):
+            self.stamps.append(time.perf_counter())
+
+    model_dir = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(FIXTURE, model_dir, dirs_exist_ok=True)
+    stamp = Stamp()
+    with _Frozen():
+        native.estimator(model_dir).train(dataset, hooks=[stamp], steps=steps)
+    shutil.rmtree(model_dir)
+    return slope(stamp.stamps, skip)
+
+
+def make_twin(root: Path):
+    """The census twin restored from a copy of the fixture's step-300 model_dir."""
+    import hookbridge
+
+    model_dir = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(FIXTURE, model_dir, dirs_exist_ok=True)
+    if has_estimator():
+        from fixtures.census_twin import native
+
+        twin = hookbridge.keras_twin(native.estimator(model_dir))
+    else:
+        twin = hookbridge.keras_twin("DNNLinearCombinedClassifier", **columns.estimator_arguments())
+    hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    return twin
+
+
+class _StampCallback(tf.keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.stamps: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.stamps.append(time.perf_counter())
+
+
+def twin_run(twin, steps: int, skip: int) -> float:
+    """``fit`` of ``steps`` steps (one epoch) on the same batches; seconds/step."""
+    stamp = _StampCallback()
+    with _Frozen():
+        twin.fit(dataset(), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[stamp])
+    return slope(stamp.stamps, skip)
+
+
+class _CountCalls(tf.keras.callbacks.Callback):
+    """Python function calls (``sys.setprofile`` 'call' events) from the start of batch
+    ``first`` to the end of batch ``last``, per step."""
+
+    def __init__(self, first: int, last: int):
+        super().__init__()
+        self.first, self.last, self.calls = first, last, 0
+
+    def _count(self, frame, event, arg):
+        if event == "call":
+            self.calls += 1
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == self.first:
+            sys.setprofile(self._count)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.last:
+            sys.setprofile(None)
+
+    def per_step(self) -> float:
+        return self.calls / (self.last - self.first + 1)
+
+
+def calls_per_step(twin, batch: int) -> float:
+    counter = _CountCalls(10, 29)
+    twin.fit(dataset(batch), steps_per_epoch=30, epochs=1, verbose=0, callbacks=[counter])
+    return counter.per_step()
+
+
+def machine() -> str:
+    import numpy as np
+
+    keras_version = getattr(tf.keras, "__version__", None)
+    if keras_version is None:  # TF 2.21: Keras 3, or tf_keras with TF_USE_LEGACY_KERAS=1
+        import importlib
+
+        legacy = os.environ.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True")
+        keras_version = importlib.import_module("tf_keras" if legacy else "keras").__version__
+        keras_version += " (tf_keras)" if legacy else ""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, load {load:.2f}; Python {platform.python_version()}, "
+        f"TF {tf.__version__}, Keras {keras_version}, numpy {np.__version__}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=500, help="steps per run (default 500)")
+    parser.add_argument("--skip", type=int, default=50, help="untimed first steps (default 50)")
+    parser.add_argument("--repeats", type=int, default=5, help="alternated runs (default 5)")
+    parser.add_argument("--short", action="store_true", help="60 steps, 1 repeat, no verdict")
+    parser.add_argument("--calls", action="store_true", help="Python calls per step, 40/400 rows")
+    args = parser.parse_args(argv)
+    if args.short:
+        args.steps, args.skip, args.repeats = 60, 10, 1
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.get_logger().setLevel("ERROR")
+    print(f"machine: {machine()}")
+    root = Path(tempfile.mkdtemp(prefix="twin_step_"))
+    try:
+        twin = make_twin(root)
+        cases = {"twin": lambda: twin_run(twin, args.steps, args.skip)}
+        if has_estimator():
+            cases["estimator"] = lambda: estimator_run(root, args.steps, args.skip)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for run in cases.values():  # warm-up: tracing, the first session
+            run()
+        for _ in range(args.repeats):
+            for name, run in cases.items():
+                times[name].append(run())
+        print(
+            f"\n{args.steps} steps a run ({args.skip} untimed), {args.repeats} repeats, "
+            f"batch {data.BATCH}, one inter-op and one intra-op thread\n"
+        )
+        print("| case | fastest ms/step | median ms/step | steps/s (fastest) |")
+        print("|---|---|---|---|")
+        for name, t in times.items():
+            print(
+                f"| {name} | {min(t) * 1e3:.3f} | {statistics.median(t) * 1e3:.3f} "
+                f"| {1 / min(t):.0f} |"
+            )
+        if "estimator" in times:
+            ratio = min(times["twin"]) / min(times["estimator"])
+            paired = statistics.median(a / b for a, b in zip(times["twin"], times["estimator"]))
+            print(f"\ntwin / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")
+            if not args.short:
+                print("verdict (twin no slower):", "PASS" if ratio <= 1.0 else "MISS")
+        if args.calls:
+            small, large = calls_per_step(twin, data.BATCH), calls_per_step(twin, 10 * data.BATCH)
+            print(
+                f"\nPython calls per fit step: {small:.1f} at {data.BATCH} rows, "
+                f"{large:.1f} at {10 * data.BATCH} rows"
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if args.short:
+        print("short mode: every case ran")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

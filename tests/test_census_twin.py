@@ -53,23 +53,32 @@ def continue_in_keras(twin, model_dir: Path, first: int, steps: int, save: bool)
     features, labels = rows(data.CONTINUE_SEED, steps * data.BATCH, "continue")
     dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(data.BATCH)
     recorder = LossRecorder()
-    hooks = (
-        lambda: [
+
+    def hooks():
+        if not save:
+            return [recorder]
+        return [
             recorder,
             *hookbridge.estimator_hooks(
-                model_dir, model=twin, save_checkpoints_steps=steps, save_summary_steps=0,
+                model_dir,
+                model=twin,
+                save_checkpoints_steps=steps,
+                save_summary_steps=0,
                 log_step_count_steps=None,
             ),
         ]
-        if save
-        else [recorder]
-    )
+
     # One batch an epoch: Keras logs each batch's own loss, not a running mean over the epoch
     # that the bridge would take apart again in float32 (docs/limits.md, "Batch values Keras
     # does not log": up to 6e-6 relative here by the 44th batch of an epoch).
     twin.fit(
-        dataset, initial_epoch=first, epochs=first + steps, steps_per_epoch=1, shuffle=False,
-        verbose=0, callbacks=[hookbridge.HookCallback(hooks)],
+        dataset,
+        initial_epoch=first,
+        epochs=first + steps,
+        steps_per_epoch=1,
+        shuffle=False,
+        verbose=0,
+        callbacks=[hookbridge.HookCallback(hooks)],
     )
     return recorder.losses
 

@@ -13,7 +13,7 @@ diagnostic, not a verdict (``hookbench/profile.py`` says why).
 Usage::
 
     python benchmarks/bench.py            # full mode (~20 min on 2 cores): docs/performance.md
-    python benchmarks/bench.py --short    # < 60 s: only checks every case runs (CI); no verdicts
+    python benchmarks/bench.py --short    # only checks every case runs (CI, no warm-up); no verdicts
     python benchmarks/bench.py --memory   # 50,000-step soak with the standard hook set
     python benchmarks/bench.py --profile  # per case: time inside the bridge, then cProfile
     py-spy record -o out.svg -- python benchmarks/bench.py --run standard --steps 5000
@@ -107,7 +107,9 @@ def _benchmark(args: argparse.Namespace, workdir: str) -> int:
         flush=True,
     )
     t0 = time.perf_counter()
-    timings = timing.measure(cases, steps, epochs, repeats, own_sizes=not args.short)
+    timings = timing.measure(
+        cases, steps, epochs, repeats, own_sizes=not args.short, warm_up=not args.short
+    )
     text, all_pass = report.table(timings, not args.short, report.checks_for(timings.samples))
     print(text)
     print(

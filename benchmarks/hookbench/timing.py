@@ -73,12 +73,19 @@ class Timings:
 
 
 def measure(
-    cases: dict, steps: int, epochs: int, repeats: int, own_sizes: bool = True, seed: int = 0
+    cases: dict,
+    steps: int,
+    epochs: int,
+    repeats: int,
+    own_sizes: bool = True,
+    seed: int = 0,
+    warm_up: bool = True,
 ) -> Timings:
     """Runs every case ``repeats`` times, interleaved in a shuffled order per repeat.
 
     With ``own_sizes``, a case with its own ``steps`` / ``epochs`` (the realistic CNN, whose step
     is 10–50× the MLP's) uses them instead of the benchmark's (the short mode passes False).
+    Without ``warm_up`` (the short mode: its timings mean nothing) no untimed run comes first.
     """
     rng = random.Random(seed)
     timings = Timings()
@@ -88,8 +95,9 @@ def measure(
             return steps, epochs
         return case.steps or steps, case.epochs or epochs
 
-    for case in cases.values():  # warm-up: tracing, imports, first writers
-        case.run(min(sizes(case)[0], 50), 2)
+    if warm_up:
+        for case in cases.values():  # tracing, imports, first writers
+            case.run(min(sizes(case)[0], 50), 2)
     for r in range(repeats):
         order = list(cases.values())
         rng.shuffle(order)

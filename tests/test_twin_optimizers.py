@@ -570,3 +570,17 @@ def test_a_tf1_checkpoints_slots_load_and_are_written_back(kind, tmp_path):
     )
     assert len(native) == len(recorder.losses) == 6
     np.testing.assert_allclose(recorder.losses, native, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["Adagrad", "Ftrl"])
+def test_the_twins_optimizer_config_round_trips(kind):
+    settings = {
+        "Adagrad": {"initial_accumulator_value": 0.3},
+        "Ftrl": {"beta": 0.2, "l1_regularization_strength": 0.01},
+    }[kind]
+    optimizer = estimator_optimizer({"name": kind, **settings}, v2=False, default_lr=0.05)
+    config = optimizer.get_config()
+    clone = type(optimizer).from_config(config)
+    assert clone.get_config() == config
+    assert (clone.flavor, clone.lr_value) == ("tf1", 0.05)
+    assert {k: getattr(clone, k) for k in settings} == settings

@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
+
 #: The defaults of each class, per flavor (TF1 ``tf.compat.v1.train`` / legacy Keras).
 DEFAULTS = {
     ("Adagrad", "tf1"): {"initial_accumulator_value": 0.1},
@@ -234,6 +236,12 @@ def classes(keras: Any) -> dict[str, type]:
                 }
             )
             config["flavor"] = self.flavor
+            rate = config.get("learning_rate")  # Keras 2.11+'s base config has none
+            if rate is None or isinstance(rate, (float, np.floating)):
+                rate = float(np.asarray(self.learning_rate))
+                # the number given, while it is the rate (Keras keeps it in float32)
+                same = self.lr_value is not None and np.float32(rate) == np.float32(self.lr_value)
+                config["learning_rate"] = self.lr_value if same else rate
             for key in (
                 "weight_decay",
                 "clipnorm",

@@ -35,6 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where --write keeps the originals and the patch (default: PATH/.hookbridge-upgrade)",
     )
     upgrade.add_argument(
+        "--model-fn",
+        action="store_true",
+        help="also point what a model_fn names from tf.estimator (ModeKeys, EstimatorSpec, "
+        "TPUEstimatorSpec) and tf.layers (dense, conv2d, max_pooling2d, dropout, "
+        "batch_normalization, flatten) at hookbridge.estimator_compat, for hookbridge."
+        "model_fn_model on TF 2.21 (the code still runs under the Estimator on TF 2.15)",
+    )
+    upgrade.add_argument(
         "--no-diff", action="store_true", help="print the report only, not the diff"
     )
     upgrade.set_defaults(handler=run)
@@ -107,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from hookbridge._migrate.upgrade import tree
 
     try:
-        planned = tree.plan(args.path)
+        planned = tree.plan(args.path, model_fn=args.model_fn)
     except FileNotFoundError as error:
         print(f"hookbridge upgrade: error: {error}", file=sys.stderr)
         return EXIT_ERROR

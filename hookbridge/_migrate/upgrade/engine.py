@@ -17,7 +17,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
-from hookbridge._migrate.upgrade import fast, rules
+from hookbridge._migrate.upgrade import fast, model_fn_rules, rules
 
 #: A log line of TF's engine: ``[path:]line:col: SEVERITY: message``.
 _LOG = re.compile(r"^(?:.*?:)?(\d+):(\d+): (ERROR|WARNING|INFO): (.*)$", re.S)
@@ -155,8 +155,19 @@ def _tensorflow_import_end(text: str) -> int | None:
     return None
 
 
-def upgrade_source(source: str, path: str = "<string>") -> FileResult:
-    """The stage-0 rewrite of one module's text (nothing is written or imported)."""
+def upgrade_source(source: str, path: str = "<string>", *, model_fn: bool = False) -> FileResult:
+    """The stage-0 rewrite of one module's text (nothing is written or imported); with
+    ``model_fn``, then :mod:`.model_fn_rules` (``upgrade --model-fn``)."""
+    result = _stage0(source, path)
+    if model_fn:
+        text, changes = model_fn_rules.rewrite(result.text or source)
+        if changes:
+            result.text = text
+            result.changes = [*result.changes, *changes]
+    return result
+
+
+def _stage0(source: str, path: str) -> FileResult:
     result = FileResult(path, source)
     if "tensorflow" not in source:
         return result

@@ -84,8 +84,9 @@ def _read(path: Path) -> tuple[str, str]:
     return raw.decode(encoding), encoding
 
 
-def plan(root: str | os.PathLike) -> Plan:
-    """The rewrite of every ``.py`` file under ``root``, in memory.
+def plan(root: str | os.PathLike, *, model_fn: bool = False) -> Plan:
+    """The rewrite of every ``.py`` file under ``root``, in memory (with ``model_fn``, the
+    ``--model-fn`` rules too: :mod:`.model_fn_rules`).
 
     Raises:
         FileNotFoundError: ``root`` does not exist.
@@ -102,7 +103,7 @@ def plan(root: str | os.PathLike) -> Plan:
             skipped.findings.append(engine.Finding(0, "ERROR", f"not read: {error}"))
             result.files.append(skipped)
             continue
-        result.files.append(engine.upgrade_source(source, str(path)))
+        result.files.append(engine.upgrade_source(source, str(path), model_fn=model_fn))
     return result
 
 

@@ -80,6 +80,8 @@ def _check_losses(name: str, losses, reference, envelope) -> None:
     deviation = _relative(losses, reference)
     limits = np.maximum(np.asarray(envelope[: len(losses)]), FIRST_RTOL)
     report = ", ".join(f"{d:.2g}" for d in deviation)
+    print(f"{name}: max relative deviation {deviation.max():.3g} (first 8 "
+          f"{deviation[:FIRST_STEPS].max():.3g}; envelope {max(envelope):.3g})")
     assert np.all(deviation[:FIRST_STEPS] <= FIRST_RTOL), f"{name}: first steps {report}"
     assert np.all(deviation <= limits), f"{name}: relative deviation by step {report}"
 

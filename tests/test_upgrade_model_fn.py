@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from hookbridge._migrate.upgrade import engine, model_fn_rules
 
-ORIGINAL = '''import tensorflow as tf
+ORIGINAL = """import tensorflow as tf
 
 
 def model_fn(features, labels, mode, params):
@@ -28,7 +28,7 @@ def model_fn(features, labels, mode, params):
 
 def estimator(model_dir):
     return tf.estimator.Estimator(model_fn, model_dir=model_dir)
-'''
+"""
 
 
 def test_the_names_a_model_fn_uses_point_at_estimator_compat():
@@ -97,7 +97,9 @@ def test_the_command_takes_the_flag(tmp_path):
     (tmp_path / "job.py").write_text(ORIGINAL)
     run = subprocess.run(
         [sys.executable, "-m", "hookbridge", "upgrade", str(tmp_path), "--model-fn", "--no-diff"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert run.returncode == 1, run.stderr
     assert "hookbridge.estimator_compat.EstimatorSpec" in run.stdout

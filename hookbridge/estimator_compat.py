@@ -15,10 +15,13 @@ is gone from TF 2.16), and on Keras 3 not ``tf.compat.v1.layers`` either. It nam
   tensorflow-estimator is installed (TF 2.15), so the same ``model_fn`` still runs under the
   Estimator; elsewhere hookbridge's, with the same fields, mode strings and validation
   (:mod:`hookbridge._migrate.model_fn.compat`).
-* ``layers``: ``tf.compat.v1.layers`` wherever it loads (tf_keras, TF 2.15); on Keras 3,
-  hookbridge's ``dense``, ``conv2d``, ``max_pooling2d``, ``dropout``, ``batch_normalization``
-  and ``flatten``, with the same variables (names, shapes, order) and the same values
-  (:mod:`hookbridge._migrate.model_fn.v1_layers`).
+* ``layers``: hookbridge's ``dense``, ``conv2d``, ``max_pooling2d``, ``dropout``,
+  ``batch_normalization`` and ``flatten`` (:mod:`hookbridge._migrate.model_fn.v1_layers`), on
+  every stack: in a TF1 graph (the Estimator's) they make the same variables and compute the
+  same values, bit for bit, as TensorFlow's ``tf.compat.v1.layers``; inside
+  ``model_fn_model``'s ``tf.function`` they still do, where TensorFlow's own (tf_keras, TF 2.15)
+  become their V2 layers (batch normalization then updates its statistics itself, another way,
+  and leaves ``UPDATE_OPS`` empty). On Keras 3 ``tf.compat.v1.layers`` does not load at all.
 
 ``hookbridge upgrade --model-fn`` rewrites a tree's ``tf.estimator.ModeKeys`` /
 ``EstimatorSpec`` / ``TPUEstimatorSpec`` and ``tf.layers.*`` to these names (``docs/upgrade.md``).
@@ -27,21 +30,11 @@ This module imports TensorFlow: ``import hookbridge`` alone does not load it.
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from hookbridge._migrate.model_fn import v1_layers
 from hookbridge._migrate.model_fn.compat import EstimatorSpec, ModeKeys, TPUEstimatorSpec
 
 
-def _v1_layers():
-    try:
-        tf.compat.v1.layers.dense  # noqa: B018 - Keras 3 raises AttributeError here
-    except AttributeError:
-        return v1_layers
-    return tf.compat.v1.layers
-
-
-#: ``tf.compat.v1.layers`` where it loads, hookbridge's six layers on Keras 3.
-layers = _v1_layers()
+#: hookbridge's ``tf.compat.v1.layers`` functions, on every stack (see the module docstring).
+layers = v1_layers
 
 __all__ = ["EstimatorSpec", "ModeKeys", "TPUEstimatorSpec", "layers"]

@@ -18,8 +18,10 @@ tracks their variables like any other ``get_variable`` of the ``model_fn``:
   ``fused_batch_norm``'s, with Bessel's correction, when fused, ``tf.nn.moments``'s, without,
   when not) by ops added to ``UPDATE_OPS``.
 
-They are reached as ``hookbridge.estimator_compat.layers``, which is TensorFlow's own
-``tf.compat.v1.layers`` wherever that loads (tf_keras, TF 2.15) and this module on Keras 3.
+They are reached as ``hookbridge.estimator_compat.layers`` on every stack: inside a
+``tf.function`` (``model_fn_model``) TensorFlow's own V1 layers (tf_keras, TF 2.15) behave as
+their V2 layers (batch normalization updates its moving statistics itself, with fused averaging,
+and adds nothing to ``UPDATE_OPS``), which is not what the Estimator's graph ran; these do.
 Arguments this module does not reproduce (``activity_regularizer``, ``renorm``,
 ``virtual_batch_size``, ``adjustment``, ``channels_first`` data) raise ``NotImplementedError``
 naming the call and the stacks that run it.
@@ -40,9 +42,10 @@ _ZEROS = tf.compat.v1.zeros_initializer()
 _ONES = tf.compat.v1.ones_initializer()
 
 _ELSEWHERE = (
-    "tf.compat.v1.layers.{call}({arg}=...) is not reproduced by hookbridge's Keras 3 layers: run "
-    "this model_fn on TF 2.21 with tf_keras (TF_USE_LEGACY_KERAS=1) or on TF 2.15, where "
-    "tf.compat.v1.layers is TensorFlow's own"
+    "tf.compat.v1.layers.{call}({arg}=...) is not reproduced by "
+    "hookbridge.estimator_compat.layers: call TensorFlow's tf.compat.v1.layers.{call} (TF 2.21 "
+    "with tf_keras, TF_USE_LEGACY_KERAS=1, or TF 2.15), or run this model_fn under the Estimator "
+    "on TF 2.15"
 )
 
 

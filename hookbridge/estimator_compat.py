@@ -33,7 +33,6 @@ from __future__ import annotations
 from hookbridge._migrate.model_fn import v1_layers
 from hookbridge._migrate.model_fn.compat import EstimatorSpec, ModeKeys, TPUEstimatorSpec
 
-
 #: hookbridge's ``tf.compat.v1.layers`` functions, on every stack (see the module docstring).
 layers = v1_layers
 

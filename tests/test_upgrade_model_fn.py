@@ -3,7 +3,6 @@ hookbridge.estimator_compat, after stage 0; the result runs on this stack."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import tensorflow as tf
@@ -93,13 +92,12 @@ def test_the_upgraded_model_fn_runs_on_this_stack(tmp_path):
         assert sorted(spec.predictions) == ["logits"]
 
 
-def test_the_command_takes_the_flag(tmp_path):
+def test_the_command_takes_the_flag(tmp_path, capsys):
+    """``hookbridge upgrade PATH --model-fn`` (its parser and report, in this process)."""
+    from hookbridge import cli
+
     (tmp_path / "job.py").write_text(ORIGINAL)
-    run = subprocess.run(
-        [sys.executable, "-m", "hookbridge", "upgrade", str(tmp_path), "--model-fn", "--no-diff"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 1, run.stderr
-    assert "hookbridge.estimator_compat.EstimatorSpec" in run.stdout
+    assert cli.main(["upgrade", str(tmp_path), "--model-fn", "--no-diff"]) == 1
+    assert "hookbridge.estimator_compat.EstimatorSpec" in capsys.readouterr().out
+    assert cli.main(["upgrade", str(tmp_path), "--no-diff"]) == 1
+    assert "hookbridge.estimator_compat" not in capsys.readouterr().out

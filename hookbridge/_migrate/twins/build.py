@@ -110,7 +110,7 @@ def build(kind: str, given: dict[str, Any]) -> Any:
     dnn_features = linear = logits = None
     hidden_layers = []
     if dnn_columns:
-        dnn_features = columns.input_layer(dnn_columns)
+        dnn_features = columns.input_layer(dnn_columns, v1=not v2)
         dnn_features.build(None)
         width = int(dnn_features.compute_output_shape(None)[-1])
         activation = tf.nn.relu if activation == "relu" else activation
@@ -121,7 +121,13 @@ def build(kind: str, given: dict[str, Any]) -> Any:
             width = int(n)
         logits = dense(units, width, None, f"{DNN_SCOPE}/logits", name="logits")
     if linear_columns:
-        linear = columns.linear_model(linear_columns, units=units, sparse_combiner=combiner)
+        linear = columns.linear_model(
+            linear_columns,
+            units=units,
+            sparse_combiner=combiner,
+            v1=not v2,
+            share_with=dnn_features,  # shared embeddings: one weight, as in the Estimator
+        )
         linear.build(None)
     twin = model.twin_class(keras)(
         dnn_features=dnn_features,

@@ -60,6 +60,9 @@ def twin_class(keras: Any) -> Any:
         def parts(self):
             """(DNN part's trainable variables, linear part's)."""
             linear = list(self.linear.trainable_variables) if self.linear is not None else []
+            if self.dnn_features is not None:  # a shared embedding lives in the DNN's scope:
+                dnn_own = {id(v) for v in self.dnn_features.trainable_variables}
+                linear = [v for v in linear if id(v) not in dnn_own]  # the DNN optimizer's
             mine = {id(v) for v in linear}
             return [v for v in self.trainable_variables if id(v) not in mine], linear
 

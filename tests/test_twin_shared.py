@@ -1,0 +1,89 @@
+"""Shared embeddings in a ``DNNLinearCombinedClassifier``'s twin, against the Estimator (TF 2.15).
+
+A shared embedding is one weight read by both parts of the Estimator. V1's
+``shared_embedding_columns`` and ``tf.feature_column.shared_embeddings`` name it differently (and
+under V2 the Estimator never trains it: ``docs/limits.md``). The twin must hold it once, under the
+Estimator's name, read by both parts: the round trip of ``estimator_setup.switch_and_back``
+(the Estimator -> its twin -> the Estimator), loss by loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from estimator_setup import ESTIMATOR_ONLY, dataset_fn, run_config, switch_and_back
+
+pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
+
+import hookbridge
+
+fc = tf.feature_column
+CONFIG = {"save_checkpoints_steps": 4, "save_summary_steps": 100, "log_step_count_steps": 100}
+ROWS = 64
+_rng = np.random.default_rng(7)
+FEATURES = {
+    "uid": _rng.integers(0, 5, (ROWS, 2)),  # multivalent: duplicate ids within a row too
+    "uid2": _rng.integers(0, 5, (ROWS, 1)),
+    "x": _rng.normal(size=(ROWS, 1)).astype("float32"),
+}
+LABELS = (FEATURES["x"][:, 0] + (FEATURES["uid"][:, 0] > 2) > 0.5).astype("int64")[:, None]
+
+
+def estimator(kind: str, model_dir):
+    uid = fc.categorical_column_with_identity("uid", 5)
+    uid2 = fc.categorical_column_with_identity("uid2", 5)
+    with tf.Graph().as_default():  # both shared-embedding functions refuse eager mode
+        if kind == "V1":
+            shared = tf.compat.v1.feature_column.shared_embedding_columns([uid, uid2], 3)
+        else:
+            shared = fc.shared_embeddings([uid, uid2], 3)
+    x = fc.numeric_column("x")
+    cls = (
+        tf.compat.v1.estimator.DNNLinearCombinedClassifier
+        if kind == "V1"
+        else tf.estimator.DNNLinearCombinedClassifier
+    )
+    return cls(
+        linear_feature_columns=[x, uid, *shared],
+        dnn_feature_columns=[x, *shared],
+        dnn_hidden_units=[4],
+        config=run_config(model_dir, CONFIG),
+    )
+
+
+def logits(kind: str, model_dir):
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(FEATURES).batch(16)
+
+    predictions = estimator(kind, model_dir).predict(input_fn)
+    return np.stack([p["logits"] for p in predictions])
+
+
+@pytest.fixture(scope="module", params=["V1", "V2"])
+def runs(request, tmp_path_factory):
+    kind = request.param
+    return switch_and_back(
+        tmp_path_factory.mktemp(f"shared_{kind}"),
+        lambda model_dir: estimator(kind, model_dir),
+        dataset_fn(FEATURES, LABELS),
+        lambda model_dir: hookbridge.keras_twin(estimator(kind, model_dir)),
+        FEATURES,
+        LABELS,
+        CONFIG,
+        estimator_predict=lambda model_dir: logits(kind, model_dir),
+        keras_predict=lambda twin: twin.predict(FEATURES, verbose=0),
+    )
+
+
+def test_one_shared_weight_read_by_both_parts(runs):
+    assert runs["step"] == 8 and runs["restore_warnings"] == []
+    native, twin = runs["at_switch"]
+    np.testing.assert_allclose(twin, native.reshape(twin.shape), rtol=1e-5, atol=1e-6)
+
+
+def test_the_twin_and_the_estimator_continue_alike(runs):
+    assert len(runs["bridged"]) == len(runs["native"]) == 8
+    np.testing.assert_allclose(runs["bridged"], runs["native"], rtol=2e-5, atol=1e-7)
+    assert len(runs["back"]) == len(runs["keras"]) == 8
+    np.testing.assert_allclose(runs["back"], runs["keras"], rtol=2e-5, atol=1e-7)

@@ -280,7 +280,11 @@ def test_fit_continues_as_the_native_graph_from_its_checkpoint(tmp_path, subject
     keras_dir = str(tmp_path / "keras")
     callback = hookbridge.HookCallback(
         lambda: hookbridge.estimator_hooks(
-            keras_dir, save_checkpoints_steps=1000, save_summary_steps=0, log_step_count_steps=None
+            keras_dir,
+            model=model,
+            save_checkpoints_steps=1000,
+            save_summary_steps=0,
+            log_step_count_steps=None,
         )
     )
     means = BatchLosses()
@@ -322,3 +326,99 @@ def test_tfs_own_v1_batch_norm_under_tf_keras_is_refused_with_the_reason():
         pytest.skip("Keras 3: tf.compat.v1.layers does not load (hookbridge's layers serve)")
     with pytest.raises(ValueError, match=r"AssignMovingAvg.*UPDATE_OPS is empty here"):
         _model({"batch_normalization": own}, model_fn=batch_norm_model_fn)
+
+
+# ---- the Estimator itself (TF 2.15) ----
+class LossRecorder(tf.compat.v1.train.SessionRunHook):
+    """Each step's loss in an Estimator's training (the tensor the model_fn named)."""
+
+    def __init__(self):
+        self.losses = []
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs("recorded_loss:0")
+
+    def after_run(self, run_context, run_values):
+        self.losses.append(float(run_values.results))
+
+
+def _for_estimator(model_fn):
+    from hookbridge.estimator_compat import EstimatorSpec
+
+    def estimator_model_fn(features, labels, mode, params):
+        spec = model_fn(features, labels, mode, params)
+        if spec.loss is not None:
+            tf.identity(spec.loss, name="recorded_loss")
+        return EstimatorSpec(
+            mode, predictions=spec.predictions, loss=spec.loss, train_op=spec.train_op
+        )
+
+    estimator_model_fn.__name__ = model_fn.__name__
+    return estimator_model_fn
+
+
+def _estimator(model_fn, params, model_dir):
+    config = tf.estimator.RunConfig(
+        model_dir=str(model_dir),
+        tf_random_seed=1,
+        save_checkpoints_steps=1000,
+        save_summary_steps=1000,
+        log_step_count_steps=1000,
+        session_config=v1.ConfigProto(
+            inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+        ),
+    )
+    return tf.estimator.Estimator(_for_estimator(model_fn), params=params, config=config)
+
+
+def _input_fn(xs, ys):
+    return lambda: tf.data.Dataset.from_tensor_slices(({"x": xs}, ys))
+
+
+@pytest.mark.parametrize("subject", ["adam", "custom_optimizer"])
+def test_the_estimator_and_fit_continue_alike_from_each_others_checkpoints(tmp_path, subject):
+    if not hasattr(tf, "estimator"):
+        pytest.skip("tf.estimator exists on TF 2.15 only (the other stacks: the graph oracle)")
+    import shutil
+
+    model_fn, params = SUBJECTS[subject]
+    xs, ys = _batches(K + N + N)
+    estimator = _estimator(model_fn, params, tmp_path / "estimator")
+    estimator.train(_input_fn(xs[:K], ys[:K]), steps=K)
+    shutil.copytree(tmp_path / "estimator", tmp_path / "keras")
+    predicted = next(estimator.predict(lambda: {"x": xs[K]}, yield_single_examples=False))
+    recorder = LossRecorder()
+    estimator.train(_input_fn(xs[K : K + N], ys[K : K + N]), steps=N, hooks=[recorder])
+
+    model = hookbridge.model_fn_model(
+        _for_estimator(model_fn), params=params, features={"x": xs[0]}, labels=ys[0]
+    )
+    assert hookbridge.restore_checkpoint(model, tmp_path / "keras") == K
+    np.testing.assert_allclose(
+        model.predict({"x": xs[K]}, verbose=0)["y"], predicted["y"], atol=1e-5
+    )
+    keras_dir = str(tmp_path / "keras")
+    callback = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(
+            keras_dir,
+            model=model,
+            save_checkpoints_steps=1000,
+            save_summary_steps=0,
+            log_step_count_steps=None,
+            backup=None,
+        )
+    )
+    means = BatchLosses()
+    data = tf.data.Dataset.from_tensor_slices(({"x": xs[K : K + N]}, ys[K : K + N]))
+    model.fit(data, verbose=0, shuffle=False, callbacks=[callback, means])
+    np.testing.assert_allclose(means.losses(), recorder.losses, rtol=2e-5)
+
+    # An Estimator on fit's model_dir continues as the first one continues.
+    rest = slice(K + N, K + N + N)
+    theirs, ours = LossRecorder(), LossRecorder()
+    estimator.train(_input_fn(xs[rest], ys[rest]), steps=N, hooks=[theirs])
+    _estimator(model_fn, params, keras_dir).train(
+        _input_fn(xs[rest], ys[rest]), steps=N, hooks=[ours]
+    )
+    assert len(ours.losses) == N
+    np.testing.assert_allclose(ours.losses, theirs.losses, rtol=2e-5)

@@ -262,6 +262,14 @@ def _write_plan(
     ``assignment_map`` (default ``"auto"``); a map pairing otherwise than the restore is refused.
     """
     restored = assignment.restored_pairs(model)
+    if restored is None and assignment_map is None:
+        # A model whose every weight answers to a name of the checkpoint (model_fn_model: the
+        # model_fn's own variables, slots included) is written under those names.
+        from hookbridge._hook_callback.graph import tf1_names
+
+        named = tf1_names(model)
+        if len(named) == len(model.weights) and all(n in shapes for n in named.values()):
+            restored = [(n, i) for i, n in sorted(named.items())]
     if restored is None:
         plan = assignment.plan(model, prefix, shapes, assignment_map or "auto")
         assignment.refuse_undecided(plan, "estimator_hooks")

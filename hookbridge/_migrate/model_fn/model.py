@@ -225,3 +225,10 @@ class ModelFnModel(keras.Model):
         loss = self._mfn_train_graph(features, labels)
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result()}
+
+    def test_step(self, data: Any) -> dict:
+        raise NotImplementedError(
+            f"{self._mfn_owner}: evaluate (the model_fn's EVAL mode, its eval_metric_ops as "
+            "Keras metrics) is not supported yet; evaluate with the Estimator on the "
+            "checkpoints fit writes (estimator_hooks), or with predict and Keras metrics."
+        )

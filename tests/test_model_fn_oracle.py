@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 
 import hookbridge
+from hookbridge._hook_callback.graph import tf1_names
 from hookbridge._migrate.model_fn import compat
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "model_fns"
@@ -136,6 +137,11 @@ def test_the_model_fn_continues_in_fit_as_the_estimator_continued(name):
     assert int(model.optimizer.iterations.numpy()) == (
         fixture["train_steps"] + fixture["continue_steps"]
     )
+    names = {tf1: model.weights[i] for i, tf1 in tf1_names(model).items()}
+    for key, expected in fixture.get("statistics_after", {}).items():  # batch norm's, no loss shows
+        np.testing.assert_allclose(
+            np.asarray(names[key]), np.asarray(expected), rtol=1e-5, atol=1e-6, err_msg=key
+        )
 
 
 def test_the_fixture_losses_fail_the_check_when_they_are_off():

@@ -5,7 +5,8 @@ is continued to step 16 by the Estimator itself (native), the original by ``kera
 after ``restore_checkpoint(twin, model_dir, "auto")`` under ``estimator_hooks(model=twin)``
 (bridged), batch loss by batch loss. Then the way back: the Estimator continues from the
 twin's step-16 checkpoint while the twin goes on in memory, loss by loss again. The features are
-declared ``b, a, c`` (the Estimator sorts them: ``a, b, c``).
+declared ``b, a, c`` (the Estimator sorts them: ``a, b, c``); one case adds a vocabulary column
+with an OOV bucket (linear), its crossing with a bucketized column, and its embedding (DNN).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=Impo
 import hookbridge
 
 X, SCORE = linear_data(seed=2)
-FEATURES = {"b": X[:, :1], "a": X[:, 1:2], "c": X[:, 2:]}
+WORDS = np.random.default_rng(4).choice(["red", "green", "blue", "other"], size=(len(X), 1))
+FEATURES = {"b": X[:, :1], "a": X[:, 1:2], "c": X[:, 2:], "color": WORDS}
 LABELS = {
     "binary": (SCORE > 0).astype("int64"),
     "classes": np.digitize(SCORE, [-1.0, 1.0]).astype("int64"),
@@ -38,6 +40,12 @@ CONFIG = {"save_checkpoints_steps": 4, "save_summary_steps": 100, "log_step_coun
 
 def columns():
     return [tf.feature_column.numeric_column(k) for k in ("b", "a", "c")]
+
+
+def color():
+    """A vocabulary column with an OOV bucket ("other" falls in it)."""
+    return tf.feature_column.categorical_column_with_vocabulary_list(
+        "color", ["red", "green", "blue"], num_oov_buckets=1)
 
 
 CANNED = {
@@ -61,6 +69,15 @@ CANNED = {
             dnn_hidden_units=[8], **k,
         ),
         "regression",
+    ),
+    "DNNLinearCombinedClassifier V1, categorical": (
+        lambda **k: tf.compat.v1.estimator.DNNLinearCombinedClassifier(
+            linear_feature_columns=[*columns()[:1], color(), tf.feature_column.crossed_column(
+                [color(), tf.feature_column.bucketized_column(columns()[1], [0.0])], 6)],
+            dnn_feature_columns=[*columns(), tf.feature_column.embedding_column(color(), 2)],
+            dnn_hidden_units=[8], **k,
+        ),
+        "binary",
     ),
     "DNNClassifier V1": (
         lambda **k: tf.compat.v1.estimator.DNNClassifier([8, 4], columns(), **k),
@@ -92,7 +109,7 @@ def runs(request, tmp_path_factory):
     which = request.param
     labels = LABELS[CANNED[which][1]]
     return switch_and_back(
-        tmp_path_factory.mktemp(which.replace(" ", "_")),
+        tmp_path_factory.mktemp(which.replace(" ", "_").replace(",", "")),
         lambda model_dir: estimator(which, model_dir),
         dataset_fn(FEATURES, labels),
         lambda model_dir: hookbridge.keras_twin(estimator(which, model_dir)),

@@ -32,9 +32,9 @@ if TYPE_CHECKING:  # what the lazy table resolves to, for type checkers and IDEs
     from hookbridge._hook_callback.checkpoint import restore_checkpoint
     from hookbridge._loop.driver import CallbackLoop
     from hookbridge._migrate.assignment import propose_assignment
-    from hookbridge._migrate.twins.build import keras_twin
     from hookbridge._migrate.estimator import estimator_hooks
     from hookbridge._migrate.model_fn.model import model_fn_model
+    from hookbridge._migrate.twins.build import keras_twin
 
 _EXPORTS = {
     "CallbackHook": "hookbridge._callback_hook.hook",

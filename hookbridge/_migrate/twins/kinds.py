@@ -5,7 +5,9 @@ The twin's column layers (:mod:`hookbridge._migrate.twins.columns`) and ``hookbr
 both read :data:`SUPPORTED_COLUMNS`, so what the scan promises is what the twin builds. Each
 entry names the ``tf.feature_column`` function a user writes and the class of
 ``feature_column_v2`` it returns (the same function under ``tf.compat.v1.feature_column``
-returns the same class, except ``shared_embedding_columns``: see :data:`REFUSED`).
+returns the same class; ``tf.compat.v1.feature_column.shared_embedding_columns`` returns
+``feature_column.py``'s ``_SharedEmbeddingColumn``, named otherwise in the checkpoint, which the
+twin builds under those names: ``tests/test_twin_shared.py``).
 
 This module imports nothing from TensorFlow.
 """
@@ -35,6 +37,7 @@ SUPPORTED_COLUMNS: Final = (
     ColumnKind("indicator_column", "IndicatorColumn"),
     ColumnKind("weighted_categorical_column", "WeightedCategoricalColumn"),
     ColumnKind("shared_embeddings", "SharedEmbeddingColumn"),
+    ColumnKind("shared_embedding_columns", "_SharedEmbeddingColumn"),  # tf.compat.v1 only
 )
 SUPPORTED_FUNCTIONS: Final = frozenset(kind.function for kind in SUPPORTED_COLUMNS)
 SUPPORTED_CLASSES: Final = frozenset(kind.cls for kind in SUPPORTED_COLUMNS)
@@ -43,7 +46,7 @@ SUPPORTED_CLASSES: Final = frozenset(kind.cls for kind in SUPPORTED_COLUMNS)
 #: part (the twin's input layer refuses them, as the Estimator's ``input_layer`` does).
 DENSE_FUNCTIONS: Final = frozenset(
     {"numeric_column", "bucketized_column", "embedding_column", "indicator_column"}
-    | {"shared_embeddings"}
+    | {"shared_embeddings", "shared_embedding_columns"}
 )
 DNN_INPUT_REASON: Final = (
     "a DNN's input takes dense columns only; wrap it in tf.feature_column.embedding_column or "
@@ -51,7 +54,11 @@ DNN_INPUT_REASON: Final = (
 )
 #: An embedding initialised from another checkpoint (``ckpt_to_load_from``) is refused: its
 #: position in each column function's signature, and why.
-CHECKPOINT_ARGUMENT: Final = {"embedding_column": 4, "shared_embeddings": 5}
+CHECKPOINT_ARGUMENT: Final = {
+    "embedding_column": 4,
+    "shared_embeddings": 5,
+    "shared_embedding_columns": 5,
+}
 CHECKPOINT_REASON: Final = "ckpt_to_load_from: load the weights with restore_checkpoint instead"
 
 #: Functions that return a list of columns (one per categorical column given), not one.
@@ -64,12 +71,6 @@ REFUSED: Final = (
         "sequence_",
         "a sequence column (SequenceFeatures for RNN models): no canned DNN/Linear Estimator "
         "takes it, and the twin does not build it",
-    ),
-    (
-        "shared_embedding_columns",
-        "the V1 shared_embedding_columns (its columns are feature_column.py's "
-        "_SharedEmbeddingColumn, named otherwise in the checkpoint): the twin builds "
-        "tf.feature_column.shared_embeddings",
     ),
 )
 #: Columns of ``tf.contrib.layers`` / ``tf.contrib.feature_column``.

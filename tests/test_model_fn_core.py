@@ -449,3 +449,27 @@ def test_a_variable_made_after_the_build_is_refused():
     later.append(True)
     with pytest.raises(ValueError, match=r"created variable 'extra' in infer mode after"):
         model({"x": x[0]})
+
+
+def test_a_tpu_estimator_spec_runs_as_use_tpu_false():
+    """A model_fn returning TPUEstimatorSpec (hookbridge.estimator_compat's: TF's own on TF
+    2.15) runs as TPUEstimator ran it without a TPU: its as_estimator_spec()."""
+    from hookbridge.estimator_compat import TPUEstimatorSpec
+
+    def tpu_model_fn(features, labels, mode, params):
+        spec = two_layer_model_fn(features, labels, mode, params)
+        return TPUEstimatorSpec(
+            mode, predictions=spec.predictions, loss=spec.loss, train_op=spec.train_op
+        )
+
+    xs, ys = _batches(2)
+    model = hookbridge.model_fn_model(
+        tpu_model_fn, params={"optimizer": "sgd"}, features={"x": xs[0]}, labels=ys[0]
+    )
+    reference = _model({"optimizer": "sgd"})
+    reference.set_weights(model.get_weights())
+    np.testing.assert_allclose(model({"x": xs[1]})["y"], reference({"x": xs[1]})["y"], rtol=1e-6)
+    first = model.fit({"x": xs[1]}, ys[1], batch_size=BATCH, verbose=0).history["loss"]
+    second = reference.fit({"x": xs[1]}, ys[1], batch_size=BATCH, verbose=0).history["loss"]
+    np.testing.assert_allclose(first, second, rtol=1e-6)
+    assert int(model.optimizer.iterations.numpy()) == 1

@@ -12,6 +12,7 @@ EXPORTED = [
     "hooks",
     "keras_twin",
     "load_weights",
+    "model_fn_model",
     "propose_assignment",
     "read_weights",
     "restore_checkpoint",

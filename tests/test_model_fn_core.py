@@ -473,3 +473,19 @@ def test_a_tpu_estimator_spec_runs_as_use_tpu_false():
     second = reference.fit({"x": xs[1]}, ys[1], batch_size=BATCH, verbose=0).history["loss"]
     np.testing.assert_allclose(first, second, rtol=1e-6)
     assert int(model.optimizer.iterations.numpy()) == 1
+
+
+def test_the_model_fn_is_not_rewritten_by_autograph_as_the_estimator_never_did():
+    """A Python ``if`` on a tensor fails in the Estimator's graph; autograph would turn it into a
+    ``tf.cond`` inside fit's tf.function and train something the Estimator never ran."""
+
+    def branching_model_fn(features, labels, mode, params):
+        if tf.reduce_sum(features["x"]) > 0:  # a tensor as a Python bool
+            features = {"x": features["x"] * 2.0}
+        return two_layer_model_fn(features, labels, mode, params)
+
+    with tf.Graph().as_default():  # natively: refused where the graph is built
+        with pytest.raises(TypeError, match="Python `bool`|as a Python bool"):
+            branching_model_fn({"x": v1.placeholder(tf.float32, [None, 4])}, None, "infer", {})
+    with pytest.raises(TypeError, match="Python `bool`|as a Python bool"):
+        _model({"optimizer": "sgd"}, model_fn=branching_model_fn)

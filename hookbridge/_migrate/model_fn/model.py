@@ -96,7 +96,9 @@ def _call_model_fn(
         raise ValueError("model_fn_model: params were given, but the model_fn takes no params.")
     if "config" in names:
         kwargs["config"] = config
-    spec = model_fn(features=features, **kwargs)
+    # As the Estimator calls it: plain Python building a graph, never rewritten by autograph
+    # (fit's train_step is a tf.function that would convert the model_fn's `if`s and loops).
+    spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
     if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as Estimator runs it (no TPU)
         spec = spec.as_estimator_spec()
     return spec

@@ -5,6 +5,7 @@
     python benchmarks/twin_step.py --short          # seconds: every case runs (no verdict)
     python benchmarks/twin_step.py --calls          # also: Python calls per step, 40 vs 400 rows
     python benchmarks/twin_step.py --clock cpu      # process CPU time (a loaded machine)
+    python benchmarks/twin_step.py --steps-per-execution 10   # the twin 10 steps a call
 
 The model is census's wide & deep ``DNNLinearCombinedClassifier`` (V1; ``tests/fixtures/
 census_twin``), continued from the checked-in step-300 ``model_dir`` on the same batches of 40
@@ -129,14 +130,16 @@ class _StampCallback(tf.keras.callbacks.Callback):
         self.stamps.append(self.clock())
 
 
-def twin_run(twin, steps: int, skip: int, clock) -> float:
-    """``fit`` of ``steps`` steps (one epoch) on the same batches; seconds/step."""
+def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> float:
+    """``fit`` of ``steps`` steps (one epoch) on the same batches; seconds/step. With
+    ``per_execution`` steps a call (``compile(steps_per_execution=)``), the callback stamps once
+    a call: the slope is divided by it."""
     stamp = _StampCallback(clock)
     with _Frozen():
         twin.fit(
             dataset(), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0, callbacks=[stamp]
         )
-    return slope(stamp.stamps, skip)
+    return slope(stamp.stamps, skip // per_execution) / per_execution
 
 
 class _CountCalls(tf.keras.callbacks.Callback):
@@ -204,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock", choices=sorted(CLOCK), default="wall", help="default wall")
     parser.add_argument("--short", action="store_true", help="60 steps, 1 repeat, no verdict")
     parser.add_argument("--calls", action="store_true", help="Python calls per step, 40/400 rows")
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=1,
+        help="the twin runs this many steps a tf.function call (Keras's compile argument; "
+        "default 1, plain fit)",
+    )
     args = parser.parse_args(argv)
     if args.short:
         args.steps, args.skip, args.repeats = 60, 10, 1
@@ -214,8 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="twin_step_"))
     try:
         twin = make_twin(root)
+        k = args.steps_per_execution
+        if k > 1:  # the same optimizers and loss (and their state), k steps a call
+            twin.compile(optimizer=twin.optimizer, loss=twin.loss, steps_per_execution=k)
         clock = CLOCK[args.clock]
-        cases = {"twin": lambda: twin_run(twin, args.steps, args.skip, clock)}
+        cases = {"twin": lambda: twin_run(twin, args.steps, args.skip, clock, k)}
         if has_estimator():
             cases["estimator"] = lambda: estimator_run(root, args.steps, args.skip, clock)
         times: dict[str, list[float]] = {name: [] for name in cases}

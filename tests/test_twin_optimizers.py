@@ -360,9 +360,9 @@ ESTIMATOR_CASES = [
 
 
 def checkpoint_slots(model_dir, twin):
-    """The checkpoint's optimizer slots arranged as the twin's weights: ``{twin weight name:
-    {slot: array}}`` (a linear model's per-column slots stacked in the Estimator's column order,
-    the twin's kernel rows)."""
+    """The checkpoint's optimizer slots arranged as the twin's weights: ``{TF1 name the weight
+    answers to: {slot: array}}`` (the names the twin declares, ``tf1_names``)."""
+    from hookbridge._hook_callback.graph import tf1_names
     from hookbridge._migrate.optimizer_state import classify
 
     reader = tf.train.load_checkpoint(str(model_dir))
@@ -371,30 +371,24 @@ def checkpoint_slots(model_dir, twin):
     by_var = {}
     for s in state.slots:
         by_var.setdefault(s.var, {})[s.slot] = reader.get_tensor(s.name)
+    declared = tf1_names(twin)
     out = {}
     for w in twin.trainable_weights:
-        layer, leaf = w.name.split(":")[0].split("/")[-2:]
-        if layer == "linear_model":
-            keys = (
-                ["linear/linear_model/bias_weights"]
-                if leaf == "bias"
-                else [f"linear/linear_model/{c}/weights" for c in ("a", "b", "c")]
-            )
-        else:
-            keys = [f"dnn/{layer}/{leaf}"]
-        slots = by_var[keys[0]]
-        out[w.name] = {
-            s: np.concatenate([by_var[k][s] for k in keys]).reshape(w.shape) for s in slots
-        }
-    assert out and all(out.values()), (sorted(by_var), [w.name for w in twin.weights])
+        name = declared[next(i for i, v in enumerate(twin.weights) if v is w)]
+        out[name] = {s: value.reshape(w.shape) for s, value in by_var[name].items()}
+    assert out and all(out.values()), (sorted(by_var), sorted(declared.values()))
     return out
 
 
 def assert_twin_slots(twin, expected):
+    from hookbridge._hook_callback.graph import tf1_names
+
+    declared = tf1_names(twin)
     optimizer = twin.optimizer
     for w in twin.trainable_weights:
-        for slot, value in expected[w.name].items():
-            np.testing.assert_array_equal(optimizer.slot(w, slot).numpy(), value, err_msg=w.name)
+        name = declared[next(i for i, v in enumerate(twin.weights) if v is w)]
+        for slot, value in expected[name].items():
+            np.testing.assert_array_equal(optimizer.slot(w, slot).numpy(), value, err_msg=name)
 
 
 @pytest.mark.parametrize("which", ESTIMATOR_CASES)
@@ -444,20 +438,16 @@ def test_the_estimators_slots_go_into_the_twins_optimizer_and_back(which, tmp_pa
     keras = keras_fit(twin, features, labels, 12, 16, lambda: [])
     assert len(back) == len(keras) == 4
     np.testing.assert_allclose(back, keras, rtol=2e-5, atol=1e-7)
-    np.testing.assert_allclose(  # and their slots at step 16 (float rounding of the forward)
-        np.concatenate(
-            [v.ravel() for s in checkpoint_slots(tmp_path, twin).values() for v in s.values()]
-        ),
-        np.concatenate(
-            [
-                twin.optimizer.slot(w, s).numpy().ravel()
-                for w in twin.trainable_weights
-                for s in checkpoint_slots(tmp_path, twin)[w.name]
-            ]
-        ),
-        rtol=1e-5,
-        atol=1e-7,
-    )
+    from hookbridge._hook_callback.graph import tf1_names
+
+    declared = tf1_names(twin)
+    at_16 = checkpoint_slots(tmp_path, twin)
+    for w in twin.trainable_weights:  # and their slots at step 16 (float rounding of the forward)
+        name = declared[next(i for i, v in enumerate(twin.weights) if v is w)]
+        for slot, value in at_16[name].items():
+            np.testing.assert_allclose(
+                twin.optimizer.slot(w, slot).numpy(), value, rtol=1e-5, atol=1e-7, err_msg=name
+            )
 
 
 # ---- a TF1 checkpoint both ways on every stack (no Estimator needed) ---------------------------

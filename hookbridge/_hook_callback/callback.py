@@ -10,24 +10,18 @@ import tensorflow as tf
 
 from hookbridge._exact import CURRENT as EXACT_VALUES
 from hookbridge._exact import current as exact_values
-from hookbridge._hook_callback.agreement import FAILED, StopAgreement
+from hookbridge._hook_callback.agreement import StopAgreement
 from hookbridge._hook_callback.hooks_arg import HooksArg, hook_factory
 from hookbridge._hook_callback.keras_access import (
     KerasAccess,
     fit_is_running,
     require_tensorflow_backend,
 )
+from hookbridge._hook_callback.lifecycle import RunLifecycle
 from hookbridge._hook_callback.run import BridgeRun
 from hookbridge._hook_callback.scaffold import ScaffoldArg
 from hookbridge._hook_callback.step import warn_steps_per_execution
-from hookbridge._hook_callback.workers import (
-    AgreedSteps,
-    hooks_for,
-    is_chief,
-    warn_file_writers,
-    warn_multi_worker,
-    worker_name,
-)
+from hookbridge._hook_callback.workers import AgreedSteps
 
 keras = tf.keras
 
@@ -53,7 +47,7 @@ def _boundary(entry: Callable) -> Callable:
     return guarded
 
 
-class HookCallback(AgreedSteps, keras.callbacks.Callback):
+class HookCallback(AgreedSteps, RunLifecycle, keras.callbacks.Callback):
     """A Keras callback that runs TF1 ``SessionRunHook``s as ``MonitoredSession`` would.
 
     Each Keras ``fit`` (or ``evaluate`` / ``predict``) becomes one TF1 session: every hook's
@@ -356,75 +350,3 @@ class HookCallback(AgreedSteps, keras.callbacks.Callback):
         ``optimizer.iterations``'s watch removed, the multi-worker agreement dropped."""
         self._agreement = self._step_error = None
         self.close()
-
-    # ------------------------------------------------------------------------ internals
-    def _active(self, mode: str) -> bool:
-        return self._run is not None and self._run.mode == mode
-
-    def _start(self, mode: str) -> None:
-        self.close()  # a run left open by an exception in a Keras step
-        self._deferred = (None, None)
-        self._agreement = self._step_error = None
-        model = self.model
-        if model is None:
-            raise RuntimeError(
-                "HookCallback has no model: pass it to model.fit/evaluate/predict(callbacks=...)."
-            )
-        agreed = mode == "train" and self._agree_stops
-        agreement = StopAgreement.for_model(model) if agreed else None
-        warn_multi_worker(model, mode, agreement is not None)
-        try:
-            # held from its creation, so that an error from here on closes it (_abandon)
-            self._keras = access = KerasAccess(model)
-            steps = (self.params or {}).get("steps")
-            self._run = run = BridgeRun.for_model(mode, model, access, self._log_names, steps)
-            hooks = hooks_for(model, self._make_chief_hooks, self._make_hooks)
-            run.start(hooks, self._session_config, self._profile_dir, self._scaffold)
-        except BaseException:
-            if agreement is not None:  # tell the others, so that none starts its first step
-                agreement.start(FAILED)
-            raise
-        if agreement is not None:
-            self._agree_start(agreement, run)
-        self._stop_rounds = agreement is not None and agreement.every_step
-        self._hooks = run.hooks
-        # Without a round per step, every worker stops on its own (deciders.py): the plain steps.
-        self._agreement = agreement if self._stop_rounds else None
-        if not self._warned_writers and not is_chief(model):
-            self._warned_writers = warn_file_writers(run.hooks, worker_name(model))
-
-    def _before(self, batch: int) -> None:
-        run = self._run
-        if run.before(batch):  # a hook raised end of input: the hooks have ended
-            self._ended(run)
-
-    def _after(self, batch: int, logs: dict | None) -> None:
-        run = self._run
-        if batch > run.begin_batch and not self._warned_spe and run.mode == "train":
-            self._warned_spe = True
-            warn_steps_per_execution(batch - run.begin_batch + 1)
-        exact = exact_values(self.model) if EXACT_VALUES else None  # a custom loop's step
-        stop = run.after(batch, logs or {}, exact)
-        if run.session is None:  # ended by end of input from a hook (every end() has run)
-            self._ended(run)
-        if stop:
-            self._keras.request_stop(run.mode)
-
-    def _ended(self, run: BridgeRun) -> None:
-        """The hooks ended early (end of input from a hook): stop Keras after this step."""
-        self._run = None
-        self._deferred = (run.mode, run.deferred_error)
-        self._keras.request_stop(run.mode)
-
-    def _finish(self, mode: str) -> None:
-        if mode == "train":
-            self._agreement = None
-        deferred_mode, error = self._deferred
-        if error is not None and deferred_mode == mode:
-            self._deferred = (None, None)
-            raise error  # an end() raised it; Keras would have swallowed it inside its loop
-        run = self._run
-        if run is None or run.mode != mode:
-            return
-        self._run = None
-        run.finish()

@@ -105,7 +105,7 @@ class AgreedSteps:
 
     Mixed into :class:`~hookbridge._hook_callback.callback.HookCallback`, whose state
     (``_run``, ``_agreement``, ``_step_error``, ``_deferred``, ``_keras``) and single-worker
-    steps (``_before`` / ``_after``) it uses.
+    steps (``_before`` / ``_after``, in :mod:`~hookbridge._hook_callback.lifecycle`) it uses.
     """
 
     def _agree_start(self, agreement: StopAgreement, run: BridgeRun) -> None:

@@ -807,3 +807,33 @@ def keras_tensor_inputs(tensor: Any) -> set[str] | None:
             continue
         todo.extend(inputs)
     return found
+
+
+# ---- model_fn: mfngan ----
+def tf1_name_scope() -> str:
+    """The name scope (``""`` or ``"a/b/"``) a variable made here takes in a TF1 graph.
+
+    Under ``init_scope`` (an optimizer's ``beta1_power``; every ``ResourceVariable``) TF names a
+    variable by the name scope of the graph it was asked for in, then makes it in the outermost
+    graph. TF1 and TF2 agree on that scope except inside control flow: a ``tf.cond`` /
+    ``tf.while_loop`` branch graph starts at the root scope in a TF1 graph, while one made under
+    eager execution (a ``tf.function``) starts at the scope its op was made in (private
+    ``ControlFlowFuncGraph.is_control_flow_graph`` and ``outer_graph``; the branch graph is still
+    the default graph under ``init_scope``). That inherited start, which is the outer graph's
+    current scope while the branch is built, is dropped here.
+    """
+    scope = tf.get_current_name_scope()
+    graph = tf.compat.v1.get_default_graph()
+    if getattr(graph, "is_control_flow_graph", False) and (
+        tf.compat.v1.executing_eagerly_outside_functions()
+    ):
+        outer = graph.outer_graph
+        if outer is None:
+            raise AttributeError(
+                "control-flow FuncGraph has no outer_graph: update "
+                "hookbridge._tfcompat.tf1_name_scope"
+            )
+        start = outer.get_name_scope()
+        if start and (scope == start or scope.startswith(start + "/")):
+            scope = scope[len(start) :].lstrip("/")
+    return scope + "/" if scope else ""

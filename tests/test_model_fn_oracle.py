@@ -96,10 +96,6 @@ NOT_YET = {
     "(keras3, tfkeras); on tf215 TensorFlow's own EstimatorSpec raises TypeError first "
     "('Variable is unhashable': it builds set(LOCAL_VARIABLES) in model_fn_model's tf.function "
     "graph, where variables are unhashable)",
-    "gan": "Adam's beta1_power/beta2_power, made by apply_gradients inside a tf.cond branch, are "
-    "named cond/beta1_power by model_fn_model where the Estimator's graph names them "
-    "beta1_power and beta1_power_1 (init_scope leaves the branch's name scope): "
-    "restore_checkpoint raises ValueError for weight #8",
 }
 
 

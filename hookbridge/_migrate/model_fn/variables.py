@@ -90,10 +90,7 @@ class VariableStore:
             variable = step()
             graph.add_to_collections(collections, variable)
             return variable
-        # The name the variable takes in this graph, as a ResourceVariable's constructor names
-        # it (get_variable passes its full scoped name at the root; slots end in "/").
-        with graph.name_scope(kwargs.get("name") or "Variable") as scoped:
-            name = scoped.rstrip("/")
+        name = _tf1_name(graph, kwargs.get("name") or "Variable")
         if name not in self._weights:
             self._make(name, kwargs, trainable, mode)
         _, variable = self._weights[name]
@@ -132,6 +129,21 @@ class VariableStore:
                 self._weights[name] = self._make_weight(name, value, trainable)
         finally:
             self._local.making = False
+
+
+def _tf1_name(graph: tf.Graph, asked: str) -> str:
+    """The name a TF1 graph gives a variable asked for as ``asked`` here.
+
+    A ``ResourceVariable``'s constructor names it under ``init_scope``: the name scope where it
+    is asked for (as a TF1 graph has it: ``_tfcompat.tf1_name_scope``) joined to ``asked``, made
+    unique in the outermost graph, which ``graph`` (the ``model_fn``'s) stands for. So
+    ``beta1_power`` asked for by ``apply_gradients`` in a ``tf.cond`` branch is ``beta1_power``,
+    a second optimizer's ``beta1_power_1``; ``get_variable`` asks at the root with its full
+    scoped name, a slot's ending in ``/`` (absolute, never made unique).
+    """
+    scope = _tfcompat.tf1_name_scope()
+    with graph.name_scope(scope or None), graph.name_scope(asked) as scoped:
+        return scoped.rstrip("/")
 
 
 def tf_variable_named(name: str, value: tf.Tensor, trainable: bool) -> tf.Variable:

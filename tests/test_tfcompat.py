@@ -763,3 +763,34 @@ def test_keras_tensor_inputs_traces_a_branch_to_the_models_inputs():
     assert _tfcompat.keras_tensor_inputs(cross) == {"a", "b"}, "Keras moved _keras_history"
     assert _tfcompat.keras_tensor_inputs(dense) == {"a", "b"}
     assert _tfcompat.keras_tensor_inputs(tf.constant(1.0)) is None
+
+
+# ---- model_fn: mfngan ----
+def test_tf1_name_scope_starts_a_cond_branch_at_the_root_as_a_tf1_graph_does():
+    """In a tf.function a cond branch inherits its op's name scope (TF2); the TF1 graph's branch
+    starts at the root: under init_scope too (where an optimizer makes beta1_power)."""
+    seen = {}
+
+    def branch():
+        assert getattr(tf.compat.v1.get_default_graph(), "is_control_flow_graph", False), (
+            "TF moved ControlFlowFuncGraph.is_control_flow_graph: update _tfcompat.tf1_name_scope"
+        )
+        seen["tf2"] = tf.get_current_name_scope()
+        seen["branch"] = _tfcompat.tf1_name_scope()
+        with tf.name_scope("inner"), tf.init_scope():
+            seen["lifted"] = _tfcompat.tf1_name_scope()
+        return tf.constant(1.0)
+
+    @tf.function
+    def traced():
+        with tf.name_scope("train"):
+            seen["outside"] = _tfcompat.tf1_name_scope()
+            return tf.cond(tf.constant(True), branch, lambda: tf.constant(0.0))
+
+    traced()
+    assert seen["tf2"].startswith("train/cond"), seen
+    assert seen == {**seen, "outside": "train/", "branch": "", "lifted": "inner/"}, seen
+    with tf.Graph().as_default():  # a TF1 graph: its own scopes, nothing dropped
+        with tf.name_scope("train"):
+            tf.cond(tf.constant(True), branch, lambda: tf.constant(0.0))
+    assert seen["tf2"] == "" and seen["branch"] == "" and seen["lifted"] == "inner/", seen

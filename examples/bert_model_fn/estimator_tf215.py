@@ -71,14 +71,16 @@ def run(out):
     model_dir = out / "model_dir"
     shutil.rmtree(model_dir, ignore_errors=True)
     # --8<-- [start:estimator]
-    params = dict(classifier.PARAMS, init_checkpoint=str(pretrained))  # warm start
-    est, losses = train(
-        model_dir, params, classifier.rows(walk.TRAIN_SEED, steps * batch), steps, walk.TRAIN_SEED
-    )
-    predictions = list(  # at the switch, model.ckpt-30
-        est.predict(input_fn(walk.predict_features()), yield_single_examples=False)
-    )
+    params = dict(classifier.PARAMS, init_checkpoint=str(pretrained))  # BERT's warm start
+    config = {"session_config": walk.one_thread()}
+    est = classifier.estimator(model_dir, config, params)  # TPUEstimator(use_tpu=False, ...)
+    random.seed(walk.TRAIN_SEED)  # TF 2.15's unseeded Keras initializers draw from `random`
+    recorder = LossRecorder()
+    rows = classifier.rows(walk.TRAIN_SEED, steps * batch)
+    est.train(input_fn(*rows), hooks=[recorder], max_steps=steps)  # model.ckpt-30: the switch
+    predictions = list(est.predict(input_fn(walk.predict_features()), yield_single_examples=False))
     # --8<-- [end:estimator]
+    losses = recorder.losses
     predicted = {k: np.concatenate([p[k] for p in predictions]) for k in predictions[0]}
 
     continued = out / "estimator_continued"  # the Estimator going on, the oracle of the fit half
@@ -96,8 +98,10 @@ def run(out):
             "continued_losses": native,
         },
     )
-    print(f"Estimator: trained to step {steps}, loss {losses[-1]:.6g}; continued to step "
-          f"{steps + walk.CONTINUE_STEPS}, loss {native[-1]:.6g}")
+    print(
+        f"Estimator: trained to step {steps}, loss {losses[-1]:.6g}; continued to step "
+        f"{steps + walk.CONTINUE_STEPS}, loss {native[-1]:.6g}"
+    )
 
 
 def back(out):
@@ -117,8 +121,10 @@ def back(out):
     walk.write_json(out / "back.json", {"from_step": step, "losses": losses})
     vs_native = walk.relative(losses, reference["continued_losses"][half:]).max()
     vs_fit = walk.relative(losses, fitted["losses"][half:]).max()
-    print(f"Estimator {step} -> {step + half} from fit's checkpoint: {len(losses)} losses, max "
-          f"relative difference {vs_native:.2g} vs the Estimator all along, {vs_fit:.2g} vs fit")
+    print(
+        f"Estimator {step} -> {step + half} from fit's checkpoint: {len(losses)} losses, max "
+        f"relative difference {vs_native:.2g} vs the Estimator all along, {vs_fit:.2g} vs fit"
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,11 @@ def run(out):
 
     data = tf.data.Dataset.from_tensor_slices((features, labels)).batch(classifier.BATCH)
     history = model.fit(  # one batch an epoch: history holds each batch's own loss
-        data, epochs=walk.CONTINUE_STEPS, steps_per_epoch=1, shuffle=False, verbose=0,
+        data,
+        epochs=walk.CONTINUE_STEPS,
+        steps_per_epoch=1,
+        shuffle=False,
+        verbose=0,
         callbacks=[hookbridge.HookCallback(hooks)],
     )
     # --8<-- [end:fit]
@@ -50,8 +54,12 @@ def run(out):
     end = int(model.optimizer.iterations.numpy())
     walk.write_json(
         out / "fit.json",
-        {"from_step": step, "to_step": end, "predictions": walk.as_lists(predictions),
-         "losses": losses},
+        {
+            "from_step": step,
+            "to_step": end,
+            "predictions": walk.as_lists(predictions),
+            "losses": losses,
+        },
     )
     print(f"fit: restored at step {step}, trained to step {end}, loss {losses[-1]:.6g}")
     reference = walk.read_json(out / "estimator.json")
@@ -62,8 +70,10 @@ def run(out):
         )
         deviation = walk.relative(losses, reference["continued_losses"])
         print(f"at the switch: predictions within {off:.2g} of the Estimator's")
-        print(f"fit {step} -> {end} vs the Estimator: {len(losses)} losses, max relative "
-              f"difference {deviation[:8].max():.2g} (first 8), {deviation.max():.2g} (all)")
+        print(
+            f"fit {step} -> {end} vs the Estimator: {len(losses)} losses, max relative "
+            f"difference {deviation[:8].max():.2g} (first 8), {deviation.max():.2g} (all)"
+        )
     return model
 
 

@@ -59,7 +59,13 @@ class KerasBert(keras.Model):
         self.embedding_norm = norm(epsilon=1e-12)
         self.blocks = []
         for _ in range(params["num_hidden_layers"]):
-            block = [dense(hidden), dense(hidden), dense(hidden), dense(hidden), norm(epsilon=1e-12)]
+            block = [
+                dense(hidden),
+                dense(hidden),
+                dense(hidden),
+                dense(hidden),
+                norm(epsilon=1e-12),
+            ]
             block += [dense(params["intermediate_size"], activation=gelu), dense(hidden)]
             self.blocks.append([*block, norm(epsilon=1e-12)])
         self.pooler = dense(hidden, activation="tanh")
@@ -111,6 +117,8 @@ def checkpoint_names(model):
         else:
             names.update({f"{scope}/kernel": layer.kernel, f"{scope}/bias": layer.bias})
     return names
+
+
 # --8<-- [end:names]
 
 
@@ -132,8 +140,10 @@ def run(out):
     # --8<-- [end:rewrite]
     expected, got = reference(features), rewritten(features)
     off = {k: float(np.max(np.abs(np.asarray(got[k]) - np.asarray(expected[k])))) for k in got}
-    print(f"rewritten Keras BERT at step {step}: {len(rewritten.weights)} weights; predictions "
-          f"within {max(off.values()):.2g} of model_fn_model's")
+    print(
+        f"rewritten Keras BERT at step {step}: {len(rewritten.weights)} weights; predictions "
+        f"within {max(off.values()):.2g} of model_fn_model's"
+    )
     return off
 
 

@@ -18,7 +18,6 @@ slow-callback warning) is Keras's own. The lifecycle, as ``fit`` runs it::
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -169,10 +168,8 @@ class CallbackLoop:
         self._awaiting_end = False  # a step began (on_train_batch_begin) and has not ended
         self._last_logs: dict[str, float] = {}
         self._training_logs: dict[str, float] | None = None
-        self._iterator: Iterator[Any] | None = None  # kept across epochs with steps_per_epoch
         self._batch_size: int | None = None
-        self._learned_batches: int | None = None  # the data's size, once an epoch ran it out
-        self._insufficient_data = False  # tf_keras: the data ended before steps_per_epoch
+        self._feed = _data.Feed(steps_per_epoch)  # the epochs' iterator, when the data ends
         self._first_epoch, self._first_step = self.initial_epoch, 0  # once a backup is read
         self._epoch_limit: int | None = None  # the resumed epoch's size (tf_keras, mid-epoch)
         self._resumed_limit: int | None = None  # the size fit infers for it
@@ -241,7 +238,7 @@ class CallbackLoop:
             yield epoch
             if self._epoch is not None:
                 self._end_epoch()
-            if self.model.stop_training or self._insufficient_data:
+            if self.model.stop_training or self._feed.insufficient:
                 return
 
     def steps(self, data: Iterable[Any] | None = None) -> Iterator[Any]:
@@ -261,8 +258,9 @@ class CallbackLoop:
                 "CallbackLoop.steps() without data needs steps_per_epoch= (how many steps an "
                 "epoch has); or pass the dataset: CallbackLoop(data=...) or loop.steps(dataset)."
             )
-        iterator = self._epoch_iterator(data)
-        known = None if data is None else _data.known_batches(data, self._learned_batches)
+        feed, left = self._feed, self.epochs_total - self._first_epoch  # left: tf_keras's message
+        iterator = feed.epoch_iterator(data)
+        known = None if data is None else _data.known_batches(data, feed.learned_batches)
         # Which comes first, on_train_batch_begin or reading the batch, is Keras's: Keras 3 stops
         # before the begin when it knows the data's size; tf_keras / Keras 2 read the batch in
         # the train function, after the begin, unless the size sets the epoch's steps.
@@ -273,14 +271,14 @@ class CallbackLoop:
             wanted = k if limit is None else min(k, limit - self._step)
             batches: list[Any] = []
             if iterator is not None and read_first:
-                batches = self._take(iterator, wanted)
+                batches = feed.take(iterator, wanted)
                 if not batches:
-                    return self._ran_out(began=False)
+                    return feed.ran_out(began=False, step=self._step, epochs=left)
             self.callbacks.on_train_batch_begin(self._step)
             if iterator is not None and not read_first:
-                batches = self._take(iterator, wanted)
+                batches = feed.take(iterator, wanted)
                 if not batches:
-                    return self._ran_out(began=True)
+                    return feed.ran_out(began=True, step=self._step, epochs=left)
             if iterator is None:
                 given: Any = self._step
                 self._batch_size, self._execution = None, wanted
@@ -298,17 +296,6 @@ class CallbackLoop:
                 )
             if self.model.stop_training:  # as fit: checked after each step's end only
                 return
-
-    @staticmethod
-    def _take(iterator: Iterator[Any], n: int) -> list[Any]:
-        """Up to ``n`` batches (fewer where the data ends: a partial execution)."""
-        batches = []
-        for _ in range(n):
-            batch = next(iterator, _data.END)
-            if batch is _data.END:
-                break
-            batches.append(batch)
-        return batches
 
     def step_end(
         self, logs: Mapping[str, Any], *, batch_size: int | None = None, steps: int | None = None
@@ -353,30 +340,6 @@ class CallbackLoop:
                 f"CallbackLoop.{what} runs inside `with loop:` (on_train_begin ... "
                 f"on_train_end); the loop is {self._state}."
             )
-
-    def _ran_out(self, began: bool) -> None:
-        """The data ended inside the epoch, before ``steps_per_epoch`` steps or with its size
-        unknown: what ``fit`` does on each stack."""
-        self._iterator = None
-        if KERAS3:  # warned whenever a begun step found no data, the size never learned
-            if began or self.steps_per_epoch is not None:
-                warnings.warn(_data.RAN_OUT, stacklevel=3)
-            return
-        if self.steps_per_epoch is None:
-            self._learned_batches = self._step  # tf_keras: the size the first epoch found
-            return
-        self._insufficient_data = True  # tf_keras: training stops after this epoch
-        total = (self.epochs_total - self._first_epoch) * self.steps_per_epoch
-        tf.get_logger().warning(_data.RAN_OUT_TF_KERAS.format(total))
-
-    def _epoch_iterator(self, data: Iterable[Any] | None) -> Iterator[Any] | None:
-        if data is None:
-            return None
-        if self.steps_per_epoch is None:
-            return iter(data)
-        if self._iterator is None:
-            self._iterator = iter(data)
-        return self._iterator
 
     def _end_epoch(self) -> None:
         epoch, self._epoch = self._epoch, None

@@ -837,3 +837,50 @@ def tf1_name_scope() -> str:
         if start and (scope == start or scope.startswith(start + "/")):
             scope = scope[len(start) :].lstrip("/")
     return scope + "/" if scope else ""
+
+
+# ---- mfnspec ----
+def _tensor_class() -> Any:
+    try:
+        from tensorflow.python.framework import tensor as tensor_module  # TF >= 2.14
+
+        return tensor_module.Tensor
+    except ImportError:  # pragma: no cover - older TF
+        return _ops.Tensor
+
+
+class tf1_graph_equality:
+    """``with tf1_graph_equality():`` gives tensors and variables made or used inside the TF1
+    graph semantics of equality the Estimator's ``tf.Graph`` had: hashable, ``==`` is identity.
+
+    In a ``tf.function`` graph TF 2 makes them unhashable (``Variable is unhashable``) and
+    ``==`` elementwise, so TF1 code run there (tensorflow-estimator's own ``EstimatorSpec``
+    builds ``set(LOCAL_VARIABLES)``) fails where it ran in the Estimator's graph. Private:
+    ``Tensor._USE_EQUALITY``, the flag ``tf.compat.v1.disable_v2_tensorequality`` sets, set for
+    the time of the block only (a ``model_fn`` call, traced on one thread)."""
+
+    def __enter__(self) -> None:
+        tensor = _tensor_class()
+        if not hasattr(tensor, "_USE_EQUALITY"):
+            raise AttributeError(
+                f"TF {tf.__version__} moved Tensor._USE_EQUALITY: update "
+                "hookbridge._tfcompat.tf1_graph_equality"
+            )
+        self._saved = tensor._USE_EQUALITY
+        tensor._USE_EQUALITY = False
+
+    def __exit__(self, *exc: Any) -> None:
+        _tensor_class()._USE_EQUALITY = self._saved
+
+
+def captured_handles(graph: Any, variables: Any) -> set[int]:
+    """The ids of the tensors through which a ``tf.function`` graph reads ``variables`` (the
+    placeholders its ops take for their captured handles). Private: ``FuncGraph.captures``."""
+    captures = getattr(graph, "captures", None)
+    if captures is None:
+        raise AttributeError(
+            f"TF {tf.__version__}: FuncGraph has no captures: update "
+            "hookbridge._tfcompat.captured_handles"
+        )
+    handles = {id(v.handle) for v in variables}
+    return {id(internal) for external, internal in captures if id(external) in handles}

@@ -89,14 +89,7 @@ def _check_losses(name: str, losses, reference, envelope) -> None:
 
 #: What model_fn_model cannot run yet, measured on every stack (keras3, tfkeras, tf215): strict,
 #: so the test fails (XPASS) the day it runs and the mark must go.
-NOT_YET = {
-    "mnist": "the model_fn's tf.compat.v1.metrics.accuracy local variables (accuracy/total, "
-    "accuracy/count) become weights of the model, which the Estimator's checkpoint (global "
-    "variables only) does not hold: restore_checkpoint raises ValueError for weight #8 'total' "
-    "(keras3, tfkeras); on tf215 TensorFlow's own EstimatorSpec raises TypeError first "
-    "('Variable is unhashable': it builds set(LOCAL_VARIABLES) in model_fn_model's tf.function "
-    "graph, where variables are unhashable)",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _subjects():

@@ -794,3 +794,39 @@ def test_tf1_name_scope_starts_a_cond_branch_at_the_root_as_a_tf1_graph_does():
         with tf.name_scope("train"):
             tf.cond(tf.constant(True), branch, lambda: tf.constant(0.0))
     assert seen["tf2"] == "" and seen["branch"] == "" and seen["lifted"] == "inner/", seen
+
+
+# ---- mfnspec ----
+def test_tf1_graph_equality_makes_function_graph_variables_hashable_for_the_block():
+    variable = tf.Variable(1.0)
+
+    @tf.function
+    def traced():
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(variable)
+        with _tfcompat.tf1_graph_equality():
+            assert {variable, variable} == {variable}  # hashable, by identity
+            x = tf.constant(1.0)
+            assert (x == tf.constant(1.0)) is False  # identity, as in a TF1 graph
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(variable)
+        return variable.read_value()
+
+    traced()
+
+
+def test_captured_handles_names_the_placeholders_a_function_writes_a_variable_through():
+    variable, other = tf.Variable(1.0), tf.Variable(2.0)
+    seen = {}
+
+    @tf.function
+    def traced():
+        variable.assign_add(1.0)
+        other.assign_add(1.0)
+        graph = tf.compat.v1.get_default_graph()
+        handles = _tfcompat.captured_handles(graph, [variable])
+        writes = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp"]
+        seen["local"] = [id(op.inputs[0]) in handles for op in writes]
+
+    traced()
+    assert seen["local"] == [True, False]

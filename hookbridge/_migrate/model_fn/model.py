@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
+from hookbridge._migrate.model_fn.spec import hook_fetches
 from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
 
@@ -98,10 +99,25 @@ def _call_model_fn(
         kwargs["config"] = config
     # As the Estimator calls it: plain Python building a graph, never rewritten by autograph
     # (fit's train_step is a tf.function that would convert the model_fn's `if`s and loops).
-    spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
+    # In the graph semantics of the Estimator's tf.Graph: tensors and variables hashable, `==`
+    # identity (tensorflow-estimator's EstimatorSpec builds set(LOCAL_VARIABLES)).
+    with _tfcompat.tf1_graph_equality():
+        spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
     if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as Estimator runs it (no TPU)
         spec = spec.as_estimator_spec()
     return spec
+
+
+def _spec_hooks(spec: Any, mode: str) -> tuple:
+    if mode == TRAIN:
+        return (*(spec.training_chief_hooks or ()), *(spec.training_hooks or ()))
+    return tuple((spec.evaluation_hooks if mode == EVAL else spec.prediction_hooks) or ())
+
+
+def _writes_only(op: Any, handles: set[int]) -> bool:
+    """Whether every variable ``op`` takes is one of ``handles`` (ids of its inputs)."""
+    resources = [t for t in op.inputs if t.dtype == tf.resource]
+    return bool(handles) and bool(resources) and all(id(t) in handles for t in resources)
 
 
 class ModelFnModel(keras.Model):
@@ -115,6 +131,8 @@ class ModelFnModel(keras.Model):
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
         self._mfn_predict: Any = None
+        #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
+        self._mfn_hook_keys: dict[str, list[str]] = {}
         # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
         object.__setattr__(self, "_mfn_loss", keras.metrics.Mean(name="loss"))
 
@@ -141,9 +159,11 @@ class ModelFnModel(keras.Model):
     def _mfn_build(self, features: Any, labels: Any) -> None:
         self.compile()
         self._mfn_features = features
-        tf.function(lambda f: self._mfn_run(f, None, PREDICT).predictions).get_concrete_function(
+        tf.function(lambda f: self._mfn_run(f, None, PREDICT)[0].predictions).get_concrete_function(
             features
         )
+        self._mfn_labels_spec = labels
+        self._mfn_has_hooks = False
         if labels is not None:
             self._mfn_labels = True
 
@@ -151,6 +171,7 @@ class ModelFnModel(keras.Model):
                 return self._mfn_train_graph(f, y)
 
             tf.function(train).get_concrete_function(features, labels)
+            self._mfn_has_hooks = self._mfn_traced_hooks
         self._mfn_store.frozen = "the variables of its predict and train modes were made"
         names = self._mfn_store.names()
         set_tf1_names(self, {i: names[id(w)] for i, w in enumerate(self.weights) if id(w) in names})
@@ -163,14 +184,65 @@ class ModelFnModel(keras.Model):
         step = optimizer.iterations
         return _tfcompat.keras3_tf_variable(step) if KERAS3 else step
 
-    def _mfn_run(self, features: Any, labels: Any, mode: str) -> Any:
+    @tf.autograph.experimental.do_not_convert
+    def _mfn_run(self, features: Any, labels: Any, mode: str) -> tuple[Any, dict[str, Any]]:
+        """The spec of one ``model_fn`` call and the tensors its hooks name, by log key."""
         model_fn, params, config = self._mfn
         with self._mfn_store.scope(self._mfn_step, mode) as graph:
             first = len(graph.get_operations())
             spec = _call_model_fn(model_fn, features, labels, mode, params, config)
+            extras = hook_fetches(self._mfn_owner, mode, _spec_hooks(spec, mode), graph)
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
-            refuse_unrun_writes(self._mfn_owner, mode, graph.get_operations()[first:], fetches)
-        return spec
+            # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
+            # updates run every step here, where the Estimator ran them when fetched (limits.md).
+            local = _tfcompat.captured_handles(graph, self._mfn_store.locals(mode))
+            new_ops = [
+                op
+                for op in graph.get_operations()[first:]
+                if not _writes_only(op, local)
+            ]
+            refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
+        self._mfn_hook_keys.setdefault(mode, sorted(extras))
+        return spec, extras
+
+    def _mfn_spec_hooks(self, mode: str) -> tuple[list, list]:
+        """Fresh hooks of the spec in ``mode`` (a new ``model_fn`` call, as each
+        ``Estimator.train`` call made): (chief-only hooks, hooks)."""
+        found: dict[str, Any] = {}
+
+        def trace(f: Any, y: Any) -> Any:
+            spec, _ = self._mfn_run(f, y, mode)
+            found["spec"] = spec
+            return tf.constant(0.0)
+
+        labels = self._mfn_labels_spec if mode != PREDICT else None
+        tf.function(trace).get_concrete_function(self._mfn_features, labels)
+        spec = found["spec"]
+        chief = list(spec.training_chief_hooks or ()) if mode == TRAIN else []
+        return chief, list(_spec_hooks(spec, mode))
+
+    def _mfn_hook_callback(self, mode: str, callbacks: Any) -> list:
+        """``callbacks`` and, after them, a ``HookCallback`` running the spec's hooks of
+        ``mode`` (as the Estimator ran them after the caller's hooks), if it has any; the
+        LOCAL variables of ``mode`` start from their initial values (``local_init_op``)."""
+        self._mfn_store.reset_locals(mode)
+        if mode == TRAIN and not self._mfn_has_hooks:
+            return callbacks
+        chief, hooks = self._mfn_spec_hooks(mode)
+        if not chief and not hooks:
+            return callbacks
+        from hookbridge._hook_callback.callback import HookCallback
+
+        bridge = HookCallback(
+            hooks, chief_only_hooks=chief, log_names=self._mfn_hook_keys.get(mode, [])
+        )
+        return [*(callbacks or []), bridge]
+
+    def fit(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
+        """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
+        through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
+        (streaming metrics) from their initial values, as ``Estimator.train`` did."""
+        return super().fit(*args, callbacks=self._mfn_hook_callback(TRAIN, callbacks), **kwargs)
 
     # ---- Keras ----
     def compile(self, optimizer: Any = None, loss: Any = None, **kwargs: Any) -> None:
@@ -196,13 +268,15 @@ class ModelFnModel(keras.Model):
         if tf.executing_eagerly():
             if self._mfn_predict is None:
                 self._mfn_predict = tf.function(
-                    lambda f: self._mfn_run(f, None, PREDICT).predictions, reduce_retracing=True
+                    lambda f: self._mfn_run(f, None, PREDICT)[0].predictions,
+                    reduce_retracing=True,
                 )
             return self._mfn_predict(inputs)
-        return self._mfn_run(inputs, None, PREDICT).predictions
+        return self._mfn_run(inputs, None, PREDICT)[0].predictions
 
-    def _mfn_train_graph(self, features: Any, labels: Any) -> tf.Tensor:
-        spec = self._mfn_run(features, labels, TRAIN)
+    def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
+        spec, extras = self._mfn_run(features, labels, TRAIN)
+        self._mfn_traced_hooks = bool(spec.training_hooks or spec.training_chief_hooks)
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
             raise ValueError(
                 f"{self._mfn_owner}: the model_fn returned no "
@@ -210,7 +284,7 @@ class ModelFnModel(keras.Model):
                 "fit runs the model_fn's own train_op on its loss."
             )
         with tf.control_dependencies([spec.train_op]):
-            return tf.identity(spec.loss)
+            return tf.identity(spec.loss), extras
 
     def train_step(self, data: Any) -> dict:
         features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -224,9 +298,9 @@ class ModelFnModel(keras.Model):
                 f"{self._mfn_owner}: built without labels, so it cannot fit; pass labels= "
                 "(an example batch or TensorSpecs) to model_fn_model."
             )
-        loss = self._mfn_train_graph(features, labels)
+        loss, extras = self._mfn_train_graph(features, labels)
         self._mfn_loss.update_state(loss)
-        return {"loss": self._mfn_loss.result()}
+        return {"loss": self._mfn_loss.result(), **extras}
 
     def test_step(self, data: Any) -> dict:
         raise NotImplementedError(

@@ -22,6 +22,7 @@ from hookbridge import _tfcompat
 
 _GLOBAL_STEP = tf.compat.v1.GraphKeys.GLOBAL_STEP
 _GLOBAL_VARIABLES = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
+_LOCAL_VARIABLES = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _TRAINABLE_VARIABLES = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
 
 #: make_weight(TF1 name, initial value tensor, trainable) -> (the Keras weight, its tf.Variable)
@@ -41,6 +42,8 @@ class VariableStore:
         self._make_weight = make_weight
         self._owner = owner
         self._weights: dict[str, tuple[Any, tf.Variable]] = {}
+        #: LOCAL_VARIABLES (streaming metrics) by (mode, name): (variable, initial value).
+        self._locals: dict[tuple[str, str], tuple[tf.Variable, tf.Tensor]] = {}
         self._local = threading.local()
         #: Why no variable may be created any more (set once the model is built), or None.
         self.frozen: str | None = None
@@ -91,6 +94,10 @@ class VariableStore:
             graph.add_to_collections(collections, variable)
             return variable
         name = _tf1_name(graph, kwargs.get("name") or "Variable")
+        if _LOCAL_VARIABLES in collections:
+            variable = self._local_variable(name, kwargs, trainable, mode)
+            graph.add_to_collections(collections, variable)
+            return variable
         if name not in self._weights:
             self._make(name, kwargs, trainable, mode)
         _, variable = self._weights[name]
@@ -104,6 +111,35 @@ class VariableStore:
             collections.append(_TRAINABLE_VARIABLES)
         graph.add_to_collections(collections, variable)
         return variable
+
+    def _local_variable(self, name: str, kwargs: dict, trainable: bool, mode: str) -> tf.Variable:
+        """A LOCAL variable: one per mode (each mode had its own Estimator graph), never a
+        weight (no checkpoint holds it), set to its initial value by :meth:`reset_locals`."""
+        if (mode, name) not in self._locals:
+            initial = kwargs.get("initial_value")
+            if initial is None:
+                raise ValueError(f"{self._owner}: local variable {name!r} has no initial value.")
+            self._local.making = True
+            try:
+                with tf.init_scope():
+                    value = initial() if callable(initial) else initial
+                    value = tf.convert_to_tensor(value, dtype=kwargs.get("dtype"))
+                    variable = tf_variable_named(name, value, trainable)
+            finally:
+                self._local.making = False
+            self._locals[(mode, name)] = (variable, value)
+        return self._locals[(mode, name)][0]
+
+    def locals(self, mode: str) -> list[tf.Variable]:
+        """The LOCAL variables the ``model_fn`` made in ``mode``."""
+        return [v for (m, _), (v, _) in self._locals.items() if m == mode]
+
+    def reset_locals(self, mode: str) -> None:
+        """Sets ``mode``'s LOCAL variables to their initial values, as the Estimator's session
+        ran ``local_init_op`` once at the start of each ``train``/``evaluate``/``predict``."""
+        for (m, _), (variable, value) in self._locals.items():
+            if m == mode:
+                variable.assign(value)
 
     def _make(self, name: str, kwargs: dict, trainable: bool, mode: str) -> None:
         if self.frozen:

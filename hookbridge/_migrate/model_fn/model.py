@@ -5,11 +5,16 @@ TRAIN mode and runs its ``train_op`` (its TF1 optimizer, clipping, ``UPDATE_OPS`
 as ``fit``'s loss and its global step as the model's ``optimizer.iterations``. Its variables are
 Keras weights under their TF1 names (``VariableStore``), slots and ``beta1_power`` included, so
 ``restore_checkpoint(model, model_dir)`` loads an Estimator's checkpoint by name with no map.
+``fit`` runs the spec's ``training_hooks`` through a ``HookCallback`` (``model_fn/spec.py``); the
+``model_fn``'s LOCAL variables (streaming metrics) are state outside the checkpoint, reset at
+each ``fit`` as the Estimator's ``local_init_op`` at each ``train``.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -196,11 +201,7 @@ class ModelFnModel(keras.Model):
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
             local = _tfcompat.captured_handles(graph, self._mfn_store.locals(mode))
-            new_ops = [
-                op
-                for op in graph.get_operations()[first:]
-                if not _writes_only(op, local)
-            ]
+            new_ops = [op for op in graph.get_operations()[first:] if not _writes_only(op, local)]
             refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
         return spec, extras
@@ -242,7 +243,14 @@ class ModelFnModel(keras.Model):
         """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
         through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
         (streaming metrics) from their initial values, as ``Estimator.train`` did."""
-        return super().fit(*args, callbacks=self._mfn_hook_callback(TRAIN, callbacks), **kwargs)
+        callbacks = self._mfn_hook_callback(TRAIN, callbacks)
+        with warnings.catch_warnings():
+            # The step returns the hooks' tensors as batch values: exact, not a running value.
+            for key in self._mfn_hook_keys.get(TRAIN, []):
+                warnings.filterwarnings(
+                    "ignore", message=f"HookCallback: Keras logs {re.escape(repr(key))} but no"
+                )
+            return super().fit(*args, callbacks=callbacks, **kwargs)
 
     # ---- Keras ----
     def compile(self, optimizer: Any = None, loss: Any = None, **kwargs: Any) -> None:

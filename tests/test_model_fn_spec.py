@@ -1,0 +1,133 @@
+"""The rest of the ``EstimatorSpec`` under ``hookbridge.model_fn_model``, against the Estimator.
+
+The r1 MNIST subject (``tests/fixtures/model_fns/mnist.py``) makes ``tf.compat.v1.metrics.
+accuracy`` in TRAIN mode (LOCAL variables ``accuracy/total``, ``accuracy/count``) and returns a
+``LoggingTensorHook`` on ``learning_rate``, ``cross_entropy`` and ``train_accuracy`` (the
+streaming accuracy) as ``training_hooks``. Natively the local variables are in no checkpoint,
+start from zero at each ``Estimator.train`` call (``local_init_op``) and accumulate over it; under
+``fit`` the hook runs through ``HookCallback`` and must log the same values. On TF 2.15 the
+Estimator runs beside; elsewhere its log is ``mnist/train_log.json``, written by the same native
+run (``python tests/test_model_fn_spec.py`` on tf215) and checked against it on tf215.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+import hookbridge
+from hookbridge._hook_callback.graph import tf1_names
+from hookbridge._migrate.model_fn import compat
+
+HERE = Path(__file__).resolve().parent / "fixtures" / "model_fns"
+FIXTURE = json.loads((HERE / "fixtures.json").read_text())["subjects"]["mnist"]
+LOG_FILE = HERE / "mnist" / "train_log.json"
+#: Two train() calls (two fit calls) of this many steps each, on the continuation rows.
+CALLS, STEPS = 2, 6
+
+
+def _mnist():
+    if str(HERE.parent.parent) not in sys.path:  # run as a script
+        sys.path.insert(0, str(HERE.parent.parent))
+    from fixtures.model_fns import mnist
+
+    return mnist
+
+
+def _rows(call: int):
+    mnist = _mnist()
+    features, labels = mnist.rows(FIXTURE["seeds"]["continue"], CALLS * STEPS * mnist.BATCH)
+    rows = slice(call * STEPS * mnist.BATCH, (call + 1) * STEPS * mnist.BATCH)
+    return features[rows], labels[rows]
+
+
+def _dataset(call: int):
+    return tf.data.Dataset.from_tensor_slices(_rows(call)).batch(
+        _mnist().BATCH, drop_remainder=True
+    )
+
+
+def native_log(tmp: Path) -> list[dict[str, float]]:
+    """What the LoggingTensorHook logs natively: the Estimator continuing from the fixture's
+    checkpoint, ``CALLS`` train() calls of ``STEPS`` steps, one thread (deterministic)."""
+    mnist = _mnist()
+    model_dir = tmp / "native"
+    shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
+    config = tf.compat.v1.ConfigProto(
+        inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+    )
+    estimator = mnist.estimator(model_dir, {"session_config": config}, dict(mnist.PARAMS))
+    del mnist.LOG[:]
+    for call in range(CALLS):
+        estimator.train(lambda call=call: _dataset(call), steps=STEPS)
+    log = list(mnist.LOG)
+    del mnist.LOG[:]
+    return log
+
+
+def bridged_log() -> tuple[list[dict[str, float]], object]:
+    """The same under ``fit``: ``model_fn_model`` restored from the fixture, ``CALLS`` fit calls."""
+    mnist = _mnist()
+    features, labels = _rows(0)
+    model = hookbridge.model_fn_model(
+        mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
+    )
+    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    del mnist.LOG[:]
+    for call in range(CALLS):
+        model.fit(_dataset(call), epochs=1, verbose=0)
+    log = list(mnist.LOG)
+    del mnist.LOG[:]
+    return log, model
+
+
+def _check(log, reference) -> None:
+    assert len(log) == len(reference) == CALLS * STEPS
+    for key in ("learning_rate", "cross_entropy", "train_accuracy"):
+        got = np.array([entry[key] for entry in log])
+        want = np.array([entry[key] for entry in reference])
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=0, err_msg=key)
+
+
+def test_the_spec_training_hook_logs_the_streaming_accuracy_as_the_estimator_did(tmp_path):
+    reference = json.loads(LOG_FILE.read_text())
+    if compat.NATIVE:
+        assert native_log(tmp_path) == reference, "the native run no longer writes train_log.json"
+    log, model = bridged_log()
+    _check(log, reference)
+    # The accuracy restarts with each train() call, as the Estimator's local_init_op made it.
+    accuracy = [entry["train_accuracy"] for entry in reference]
+    assert accuracy[STEPS] != accuracy[STEPS - 1]
+    # The local variables are model state, not weights: no checkpoint holds them.
+    names = set(tf1_names(model).values())
+    assert not any(name.startswith("accuracy/") for name in names), sorted(names)
+    assert "dense/kernel" in names
+
+
+def test_a_model_fn_run_twice_keeps_one_set_of_local_variables_per_mode():
+    mnist = _mnist()
+    features, labels = _rows(0)
+    model = hookbridge.model_fn_model(
+        mnist.model_fn, params={**mnist.PARAMS, "log": False}, features=features, labels=labels
+    )
+    store = model._mfn_store
+    count, total = sorted(store.locals("train"), key=lambda v: v.name)
+    assert (count.name, total.name) == ("accuracy/count:0", "accuracy/total:0")
+    model.fit(_dataset(0), epochs=1, verbose=0)
+    assert float(count.numpy()) == STEPS * mnist.BATCH  # every batch counted (limits.md)
+    model.fit(_dataset(1), epochs=1, verbose=0)
+    assert float(count.numpy()) == STEPS * mnist.BATCH, "fit did not start from local_init_op"
+    assert len(store.locals("train")) == 2
+
+
+if __name__ == "__main__":  # writes train_log.json (tf215: the Estimator)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        LOG_FILE.write_text(json.dumps(native_log(Path(tmp)), indent=0) + "\n")
+    print(f"wrote {LOG_FILE}")

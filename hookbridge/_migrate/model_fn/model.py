@@ -114,9 +114,12 @@ def _call_model_fn(
 
 
 def _spec_hooks(spec: Any, mode: str) -> tuple:
+    """The spec's hooks of ``mode`` (TRAIN: chief-only hooks first, as a chief ran them)."""
     if mode == TRAIN:
-        return (*(spec.training_chief_hooks or ()), *(spec.training_hooks or ()))
-    return tuple((spec.evaluation_hooks if mode == EVAL else spec.prediction_hooks) or ())
+        names = ("training_chief_hooks", "training_hooks")
+    else:
+        names = ("evaluation_hooks",) if mode == EVAL else ("prediction_hooks",)
+    return tuple(hook for name in names for hook in getattr(spec, name, None) or ())
 
 
 def _writes_only(op: Any, handles: set[int]) -> bool:
@@ -219,8 +222,8 @@ class ModelFnModel(keras.Model):
         labels = self._mfn_labels_spec if mode != PREDICT else None
         tf.function(trace).get_concrete_function(self._mfn_features, labels)
         spec = found["spec"]
-        chief = list(spec.training_chief_hooks or ()) if mode == TRAIN else []
-        return chief, list(_spec_hooks(spec, mode))
+        chief = list(getattr(spec, "training_chief_hooks", None) or ()) if mode == TRAIN else []
+        return chief, [hook for hook in _spec_hooks(spec, mode) if hook not in chief]
 
     def _mfn_hook_callback(self, mode: str, callbacks: Any) -> list:
         """``callbacks`` and, after them, a ``HookCallback`` running the spec's hooks of
@@ -284,7 +287,7 @@ class ModelFnModel(keras.Model):
 
     def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
         spec, extras = self._mfn_run(features, labels, TRAIN)
-        self._mfn_traced_hooks = bool(spec.training_hooks or spec.training_chief_hooks)
+        self._mfn_traced_hooks = bool(_spec_hooks(spec, TRAIN))
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
             raise ValueError(
                 f"{self._mfn_owner}: the model_fn returned no "

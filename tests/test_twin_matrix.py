@@ -166,12 +166,25 @@ def test_the_twins_checkpoint_holds_the_estimators_variables_and_slots(run):
     assert far == {}
 
 
+#: The case whose way back runs in CI (census's class: two optimizers, TF1 Adagrad + Ftrl, and
+#: V1 shared embeddings); the others under the ``deep`` profile (CI time: 15-30 s each).
+BACK_IN_CI = ("combined_v1",)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [c if c in BACK_IN_CI else pytest.param(c, marks=pytest.mark.deep) for c in CASES],
+    indirect=True,
+    scope="module",
+)
 def test_the_estimator_continues_from_the_twins_checkpoint_as_the_twin(run, tmp_path):
     """TF 2.15 only (the Estimator's stack): from the twin's step-24 checkpoint, the Estimator
     and the twin (in memory) each continue 8 steps over the same batches."""
     if not ON_ESTIMATOR_STACK:
-        pytest.skip("the Estimator runs on TF 2.15 only; the twin's checkpoint is held to the "
-                    "Estimator's own there (test_the_twins_checkpoint_holds_...)")
+        pytest.skip(
+            "the Estimator runs on TF 2.15 only; the twin's checkpoint is held to the "
+            "Estimator's own there (test_the_twins_checkpoint_holds_...)"
+        )
     exp = run["exp"]
     first = exp["switch"] + len(exp["losses"])
     back = tmp_path / "back"

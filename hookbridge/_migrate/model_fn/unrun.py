@@ -28,6 +28,7 @@ _READ_ONLY = frozenset(
 )
 
 
+@tf.autograph.experimental.do_not_convert  # a walk over graph ops: autograph only slows it
 def refuse_unrun_writes(
     owner: str, mode: str, new_ops: Sequence[Any], fetches: Iterable[Any]
 ) -> None:

@@ -106,11 +106,27 @@ def _subjects():
     ]
 
 
+@pytest.fixture(scope="module")
+def at_the_switch():
+    """``at_the_switch(name)``: the subject's model restored from the Estimator's checkpoint at
+    the switch. Each model is built once in this module (the build traces the model_fn, most of
+    a test's time) and restored on every call: weights, slots and step are the checkpoint's."""
+    models = {}
+
+    def restored(name):
+        if name not in models:
+            models[name] = _model(name)
+        hookbridge.restore_checkpoint(models[name], str(HERE / name / "model_dir"))
+        return models[name]
+
+    yield restored
+    models.clear()
+
+
 @pytest.mark.parametrize("name", _subjects())
-def test_the_model_fn_continues_in_fit_as_the_estimator_continued(name):
+def test_the_model_fn_continues_in_fit_as_the_estimator_continued(name, at_the_switch):
     fixture = FIXTURES[name]
-    model = _model(name)
-    hookbridge.restore_checkpoint(model, str(HERE / name / "model_dir"))
+    model = at_the_switch(name)
     assert int(model.optimizer.iterations.numpy()) == fixture["train_steps"]
 
     module = subject(name)
@@ -145,14 +161,15 @@ def test_the_fixture_losses_fail_the_check_when_they_are_off():
 
 
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
-@pytest.mark.parametrize("name", ["bert"])
-def test_the_estimator_continues_from_the_checkpoint_fit_wrote(name, tmp_path):
+@pytest.mark.parametrize("name", ["gan", pytest.param("bert", marks=pytest.mark.deep)])
+def test_the_estimator_continues_from_the_checkpoint_fit_wrote(name, tmp_path, at_the_switch):
     """fit takes the first half of the continuation and writes its checkpoint through a
-    CheckpointSaverHook; the Estimator continues the second half from it, as from its own."""
+    CheckpointSaverHook; the Estimator continues the second half from it, as from its own. The
+    GAN's two optimizers' slots and beta powers go both ways; BERT's Estimator graph costs ~1
+    min (deep)."""
     fixture = FIXTURES[name]
     half = fixture["continue_steps"] // 2
-    model = _model(name)
-    hookbridge.restore_checkpoint(model, str(HERE / name / "model_dir"))
+    model = at_the_switch(name)
     model_dir = tmp_path / "model_dir"
     saver = tf.compat.v1.train.CheckpointSaverHook(str(model_dir), save_steps=half)
     _fit(model, name, half, callbacks=[hookbridge.HookCallback([saver])])

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import hookbridge
@@ -123,6 +124,45 @@ def test_a_model_fn_run_twice_keeps_one_set_of_local_variables_per_mode():
     model.fit(_dataset(1), epochs=1, verbose=0)
     assert float(count.numpy()) == STEPS * mnist.BATCH, "fit did not start from local_init_op"
     assert len(store.locals("train")) == 2
+
+
+def _scaffold_model_fn(scaffold_args=dict):
+    from hookbridge.estimator_compat import EstimatorSpec, ModeKeys
+
+    def model_fn(features, labels, mode):
+        v1 = tf.compat.v1
+        kernel = v1.get_variable("kernel", [3, 1], initializer=v1.zeros_initializer())
+        logits = tf.matmul(features, kernel)
+        scaffold = v1.train.Scaffold(**scaffold_args())  # after the variables (a Saver's)
+        if mode == ModeKeys.PREDICT:
+            return EstimatorSpec(mode, predictions=logits, scaffold=scaffold)
+        loss = tf.reduce_mean(tf.square(logits - labels))
+        step = v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, v1.train.get_or_create_global_step()
+        )
+        return EstimatorSpec(mode, loss=loss, train_op=step, scaffold=scaffold)
+
+    return model_fn
+
+
+@pytest.mark.parametrize(
+    "field", ["init_fn", "saver", "ready_op", "init_op", "local_init_op", "summary_op"]
+)
+def test_a_scaffold_the_estimator_ran_on_its_session_is_refused_naming_the_field(field):
+    def value():
+        if field == "init_fn":
+            return lambda scaffold, session: None
+        if field == "saver":
+            return tf.compat.v1.train.Saver(tf.compat.v1.global_variables())
+        return tf.constant([], tf.string) if field == "ready_op" else tf.no_op()
+
+    features, labels = np.zeros((2, 3), np.float32), np.zeros((2, 1), np.float32)
+    model_fn = _scaffold_model_fn(lambda: {field: value()})
+    with pytest.raises(ValueError, match=f"Scaffold with {field}.*restore_checkpoint"):
+        hookbridge.model_fn_model(model_fn, features=features, labels=labels)
+    # The default Scaffold (what every spec without one gets) runs.
+    model = hookbridge.model_fn_model(_scaffold_model_fn(), features=features, labels=labels)
+    assert model(features).shape == (2, 1)
 
 
 if __name__ == "__main__":  # writes train_log.json (tf215: the Estimator)

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
-from hookbridge._migrate.model_fn.spec import hook_fetches
+from hookbridge._migrate.model_fn.spec import hook_fetches, refuse_scaffold
 from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
 
@@ -199,6 +199,7 @@ class ModelFnModel(keras.Model):
         with self._mfn_store.scope(self._mfn_step, mode) as graph:
             first = len(graph.get_operations())
             spec = _call_model_fn(model_fn, features, labels, mode, params, config)
+            refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
             extras = hook_fetches(self._mfn_owner, mode, _spec_hooks(spec, mode), graph)
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their

@@ -94,3 +94,43 @@ def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any]) -
         )
     found[key] = tf.cast(tensor, tf.float32)
     return f"{key}:0"
+
+
+#: The ``Scaffold`` fields a ``model_fn`` can set, read through its public properties.
+_SCAFFOLD_FIELDS = (
+    "init_fn",
+    "init_op",
+    "init_feed_dict",
+    "ready_op",
+    "ready_for_local_init_op",
+    "local_init_op",
+    "local_init_feed_dict",
+    "summary_op",
+    "saver",
+)
+
+
+def refuse_scaffold(owner: str, mode: str, scaffold: Any) -> None:
+    """Raises when the spec's ``scaffold`` sets a field (anything but the default Scaffold).
+
+    The Estimator ran them on its session over the ``model_fn``'s graph (``init_fn(scaffold,
+    session)`` after the restore or init, its ``saver`` for checkpoints, its ``ready_op`` /
+    ``init_op`` at session creation); under ``fit`` that graph is a ``tf.function``'s, which no
+    session runs, and the model's weights are restored and saved by name instead.
+
+    Raises:
+        ValueError: naming the fields and what to do instead.
+    """
+    if scaffold is None:
+        return
+    fields = [f for f in _SCAFFOLD_FIELDS if getattr(scaffold, f, None) is not None]
+    if fields:
+        raise ValueError(
+            f"{owner}: the model_fn's {mode} EstimatorSpec has a Scaffold with "
+            f"{', '.join(fields)}. The Estimator ran these on a Session over the model_fn's "
+            "graph, which under fit is a tf.function graph no session runs, so they cannot be "
+            "honoured as the Estimator ran them. A warm start (init_fn restoring a checkpoint) "
+            "is hookbridge.restore_checkpoint(model, path) after model_fn_model; a Saver's checkpoints are a CheckpointSaverHook under HookCallback "
+            "(hookbridge.estimator_hooks); TF1 session-level ops go to HookCallback(scaffold=...) "
+            "built on its graph. Return the spec without them."
+        )

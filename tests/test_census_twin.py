@@ -18,6 +18,7 @@ twin's checkpoint as the twin continues in memory.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -35,6 +36,16 @@ EXPECTED = json.loads((FIXTURE / "fixture.json").read_text())
 SWITCH = EXPECTED["train_steps"]
 STEPS = EXPECTED["continue_steps"]
 FIRST_STEPS, FIRST_RTOL, SLOT_RTOL = 8, 2e-5, 1e-2
+#: On TF 2.15 the named twin's switch (the ``named`` fixture: the three tests marked with this)
+#: is the deep profile's: there ``round_trip`` runs the same switch with ``keras_twin(the
+#: Estimator)``, which builds the twin through the same ``build()`` from the arguments it reads
+#: (``test_the_named_twin_is_the_estimators_twin`` holds the two twins equal, weights, optimizers
+#: and outputs). TF 2.21 (Keras 3, tf_keras) runs the named switch in CI: its only twin there.
+NAMED_SWITCH = (
+    pytest.mark.deep
+    if importlib.util.find_spec("tensorflow_estimator") is not None
+    else pytest.mark.usefixtures()
+)
 
 
 def rows(seed: int, n: int, what: str):
@@ -138,6 +149,7 @@ def test_the_rows_are_those_the_estimator_trained_on():
     rows(data.PREDICT_SEED, EXPECTED["predict_rows"], "predict")
 
 
+@NAMED_SWITCH
 def test_the_named_twin_predicts_the_estimators_logits(named):
     assert named["step"] == SWITCH
     np.testing.assert_allclose(
@@ -145,12 +157,51 @@ def test_the_named_twin_predicts_the_estimators_logits(named):
     )
 
 
+@NAMED_SWITCH
 def test_the_named_twin_continues_as_the_estimator_loss_by_loss(named):
     assert_follows(named["losses"], EXPECTED["losses"])
 
 
+@NAMED_SWITCH
 def test_the_named_twin_writes_the_estimators_variables_and_slots(named):
     assert_checkpoint_as_the_estimators(named["model_dir"])
+
+
+def twin_facts(twin, features) -> dict:
+    """What makes two twins the same model: every weight (the Estimator name it declares, shape,
+    dtype, value), each optimizer (class, config), the loss and the logits of ``features``."""
+    from hookbridge._hook_callback.graph import tf1_names
+
+    names = tf1_names(twin)
+    optimizers = [twin.optimizer, *getattr(twin, "extra_optimizers", [])]
+    return {
+        "weights": [
+            (names[i], tuple(w.shape), w.dtype.name, np.asarray(w).tolist())
+            for i, w in enumerate(twin.weights)
+        ],
+        "optimizers": [(type(o).__name__, o.get_config()) for o in optimizers],
+        "loss": tf.keras.losses.serialize(twin.loss),
+        "logits": np.asarray(twin(features, training=False)).tolist(),
+    }
+
+
+def test_the_named_twin_is_the_estimators_twin(tmp_path):
+    """TF 2.15: ``keras_twin("DNNLinearCombinedClassifier", **census arguments)`` and
+    ``keras_twin(census's Estimator)`` are one model (restored from the same checkpoint: the same
+    weights under the same names, the same optimizers and loss, the same logits eagerly)."""
+    pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
+    from fixtures.census_twin import native
+
+    features, _ = rows(data.PREDICT_SEED, EXPECTED["predict_rows"], "predict")
+    features = {k: tf.constant(v) for k, v in features.items()}
+    facts = []
+    for twin in (
+        hookbridge.keras_twin("DNNLinearCombinedClassifier", **columns.estimator_arguments()),
+        hookbridge.keras_twin(native.estimator(tmp_path / "estimator")),
+    ):
+        assert hookbridge.restore_checkpoint(twin, FIXTURE / "model_dir", "auto") == SWITCH
+        facts.append(twin_facts(twin, features))
+    assert facts[0] == facts[1]
 
 
 @pytest.fixture(scope="module")

@@ -67,15 +67,16 @@ def walked(tmp_path_factory):
             printed[f"{label} warnings"] = "\n".join(str(x.message) for x in w)
             return result
 
-        if compat.NATIVE:
-            run("estimator", estimator_tf215.run)
+        if compat.NATIVE:  # BERT's pre-trained checkpoint: the fixture's (the script's stand-in)
+            pretrained = str(FIXTURE / "bert" / "warm_start" / "pretrained.ckpt")
+            run("estimator", lambda out: estimator_tf215.run(out, pretrained))
         else:  # no tensorflow-estimator: the checkpoint it wrote (tests/fixtures/model_fns)
             shutil.copytree(FIXTURE / "bert" / "model_dir", out / "model_dir")
             (out / "estimator.json").write_text(json.dumps(BERT))
         model = run("fit", fit_tf221.run)
         if compat.NATIVE:
             run("back", estimator_tf215.back)
-        off = run("rewrite", rewrite.run)
+        off = run("rewrite", lambda out: rewrite.run(out, model))  # fit's model: step 50
         for name in MODULES:
             sys.modules.pop(name, None)
     yield {"out": out, "printed": printed, "model": model, "rewrite_off": off}

@@ -1,6 +1,7 @@
 """The BERT walk, TF 2.15 half: the TPUEstimator (``use_tpu=False``) job as it ran.
 
-Writes, under OUT: ``pretrained/`` (BERT's pre-trained checkpoint: 5 steps on other rows),
+Writes, under OUT: ``pretrained/`` (unless ``--init_checkpoint`` names BERT's pre-trained
+checkpoint: a stand-in, 5 steps on other rows),
 ``model_dir/`` (the job: 30 steps warm-started from it by ``init_from_checkpoint``; the switch is
 its ``model.ckpt-30``), and ``estimator.json``: the Estimator's predictions at the switch and its
 20 batch losses continuing a copy of ``model_dir`` (``estimator_continued/``), the reference of
@@ -8,7 +9,8 @@ its ``model.ckpt-30``), and ``estimator.json``: the Estimator's predictions at t
 the ``model.ckpt-40`` that Keras ``fit`` wrote into ``model_dir`` (in ``estimator_back/``), into
 ``back.json``. Deterministic: one thread (``walk.one_thread``); two runs give the same bits.
 
-Run (TF 2.15 with tensorflow-estimator): python estimator_tf215.py [OUT] [--back]
+Run (TF 2.15 with tensorflow-estimator):
+python estimator_tf215.py [OUT] [--init_checkpoint PRETRAINED] [--back]
 """
 
 from __future__ import annotations
@@ -60,18 +62,22 @@ def train(model_dir, params, rows, max_steps, seed):
     return est, losses.losses
 
 
-def run(out):
+def run(out, init_checkpoint=None):
+    """The job; ``init_checkpoint``: BERT's pre-trained checkpoint (default: a stand-in, 5 steps
+    on other rows, in OUT/pretrained)."""
     steps = walk.TRAIN_STEPS
     batch = classifier.BATCH
-    pretrained = out / "pretrained"
-    shutil.rmtree(pretrained, ignore_errors=True)
-    pre_rows = classifier.rows(walk.PRETRAIN_SEED, walk.PRETRAIN_STEPS * batch)
-    train(pretrained, classifier.PARAMS, pre_rows, walk.PRETRAIN_STEPS, walk.PRETRAIN_SEED)
+    if init_checkpoint is None:
+        pretrained = out / "pretrained"
+        shutil.rmtree(pretrained, ignore_errors=True)
+        pre_rows = classifier.rows(walk.PRETRAIN_SEED, walk.PRETRAIN_STEPS * batch)
+        train(pretrained, classifier.PARAMS, pre_rows, walk.PRETRAIN_STEPS, walk.PRETRAIN_SEED)
+        init_checkpoint = str(pretrained)
 
     model_dir = out / "model_dir"
     shutil.rmtree(model_dir, ignore_errors=True)
     # --8<-- [start:estimator]
-    params = dict(classifier.PARAMS, init_checkpoint=str(pretrained))  # BERT's warm start
+    params = dict(classifier.PARAMS, init_checkpoint=init_checkpoint)  # BERT's warm start
     config = {"session_config": walk.one_thread()}
     est = classifier.estimator(model_dir, config, params)  # TPUEstimator(use_tpu=False, ...)
     random.seed(walk.TRAIN_SEED)  # TF 2.15's unseeded Keras initializers draw from `random`
@@ -93,6 +99,7 @@ def run(out):
         out / "estimator.json",
         {
             "train_steps": steps,
+            "init_checkpoint": init_checkpoint,
             "train_losses": losses,
             "predictions": walk.as_lists(predicted),
             "continued_losses": native,
@@ -115,7 +122,7 @@ def back(out):
     shutil.copytree(out / "model_dir", target, ignore=shutil.ignore_patterns("estimator-backup"))
     # --8<-- [start:back]
     v1.train.update_checkpoint_state(str(target), str(target / f"model.ckpt-{step}"))
-    params = dict(classifier.PARAMS, init_checkpoint=str(out / "pretrained"))
+    params = dict(classifier.PARAMS, init_checkpoint=reference["init_checkpoint"])  # the job's
     _, losses = train(target, params, walk.continue_rows(half), step + half, walk.CONTINUE_SEED)
     # --8<-- [end:back]
     walk.write_json(out / "back.json", {"from_step": step, "losses": losses})
@@ -129,5 +136,10 @@ def back(out):
 
 if __name__ == "__main__":
     tf.get_logger().setLevel("ERROR")
-    argv = [a for a in sys.argv[1:] if a != "--back"]
-    (back if "--back" in sys.argv[1:] else run)(walk.out_dir(argv))
+    args = sys.argv[1:]
+    given = args[args.index("--init_checkpoint") + 1] if "--init_checkpoint" in args else None
+    args = [a for a in args if a not in ("--back", "--init_checkpoint", given)]
+    if "--back" in sys.argv[1:]:
+        back(walk.out_dir(args))
+    else:
+        run(walk.out_dir(args), given)

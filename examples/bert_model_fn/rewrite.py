@@ -122,13 +122,19 @@ def checkpoint_names(model):
 # --8<-- [end:names]
 
 
-def run(out):
+def run(out, reference=None):
+    """``reference``: a ``model_fn_model`` of ``classifier.model_fn`` already at model_dir's
+    latest checkpoint (``fit_tf221.run``'s); default: one restored here."""
     model_dir = str(out / "model_dir")
     features = walk.predict_features()
-    reference = hookbridge.model_fn_model(
-        classifier.model_fn, params=dict(classifier.PARAMS), features=features
-    )
-    step = hookbridge.restore_checkpoint(reference, model_dir)
+    if reference is None:
+        reference = hookbridge.model_fn_model(
+            classifier.model_fn, params=dict(classifier.PARAMS), features=features
+        )
+        hookbridge.restore_checkpoint(reference, model_dir)
+    step = int(reference.optimizer.iterations.numpy())
+    latest = tf.train.latest_checkpoint(model_dir)
+    assert latest.endswith(f"-{step}"), f"the reference is at step {step}, {latest} is not"
     # --8<-- [start:rewrite]
     rewritten = KerasBert(classifier.PARAMS)
     rewritten(features)  # builds its weights

@@ -14,13 +14,24 @@ model's own graph and session) and ``twin`` (``hookbridge.keras_twin(estimator)`
 ``"auto"``, plain ``fit``) in one process; on TF 2.21 (Keras 3 or tf_keras, no Estimator),
 ``twin`` alone (``keras_twin("DNNLinearCombinedClassifier", ...)``), in steps per second.
 
+Two more cases beside them, to tell where a step's time goes. ``twin_hooks``: the twin's ``fit``
+with what ``Estimator.train`` runs per step besides the model (``estimator_hooks`` for the
+Estimator's ``RunConfig``, under ``HookCallback``): like with like, since the ``estimator``
+case's step includes those hooks (NanTensor, LoggingTensor, StepCounter, CheckpointSaver).
+``keras_floor``: a native Keras model with next to no computation (the numeric features into one
+``Dense``) on the same batches: what Keras's loop, its callbacks and the ``tf.function`` call
+cost per call on this input, whatever the model. Beside each step the time inside the call is
+printed (``Session.run`` for the Estimator; the ``train_function`` call between the batch
+callbacks for ``fit``).
+
 Method (as ``bench.py``): a case's per-step time is the slope inside one long run (its first
 ``--skip`` steps, tracing and session start-up, left out), timed at each step's end by a hook or
 callback; the cases alternate ``--repeats`` times in one process with gc frozen while timed; each
 case's fastest run decides (interference only slows a run down), the median of the paired ratios
 is printed beside it. Both sides run TensorFlow with one inter-op and one intra-op thread: the
-Estimator's session as census's fixture runs it, the twin's eager context likewise. ``--calls`` counts the Python function calls ``fit`` makes per step (``sys.setprofile``
-over 20 steps) with batches of 40 and of 400 rows: equal counts mean the feature-column layers do
+Estimator's session as census's fixture runs it, the twin's eager context likewise.
+``--calls`` counts the Python function calls ``fit`` makes per step (``sys.setprofile`` over 20
+steps) with batches of 40 and of 400 rows: equal counts mean the feature-column layers do
 no per-example Python work. Prints figures; asserts nothing. Log: ``twin_step.md``.
 """
 
@@ -71,6 +82,13 @@ def slope(stamps: list[float], skip: int) -> float:
     return (stamps[-1] - stamps[skip]) / (len(stamps) - 1 - skip)
 
 
+def inside(begins: list[float], ends: list[float], skip: int) -> float:
+    """Mean seconds from each timed call's start to its end (``Session.run``, or the
+    ``train_function`` call between the batch callbacks)."""
+    pairs = list(zip(begins, ends))[skip + 1 :]
+    return sum(end - begin for begin, end in pairs) / len(pairs)
+
+
 class _Frozen:
     """gc collected, frozen and disabled while a run is timed (as ``timeit`` does)."""
 
@@ -84,13 +102,19 @@ class _Frozen:
         gc.unfreeze()
 
 
-def estimator_run(root: Path, steps: int, skip: int, clock) -> float:
-    """``Estimator.train`` of ``steps`` steps from a fresh copy of the fixture; seconds/step."""
+def estimator_run(root: Path, steps: int, skip: int, clock) -> tuple[float, float]:
+    """``Estimator.train`` of ``steps`` steps from a fresh copy of the fixture: seconds per
+    step, and per ``Session.run`` (timed from the last hook's ``before_run`` to its
+    ``after_run``: the graph and the session's own Python, none of the hooks')."""
     from fixtures.census_twin import native
 
     class Stamp(tf.compat.v1.train.SessionRunHook):
         def __init__(self):
             self.stamps: list[float] = []
+            self.begins: list[float] = []
+
+        def before_run(self, run_context):
+            self.begins.append(clock())
 
         def after_run(self, run_context, run_values):
             self.stamps.append(clock())
@@ -101,7 +125,7 @@ def estimator_run(root: Path, steps: int, skip: int, clock) -> float:
     with _Frozen():
         native.estimator(model_dir).train(dataset, hooks=[stamp], steps=steps)
     shutil.rmtree(model_dir)
-    return slope(stamp.stamps, skip)
+    return slope(stamp.stamps, skip), inside(stamp.begins, stamp.stamps, skip)
 
 
 def make_twin(root: Path):
@@ -125,12 +149,24 @@ class _StampCallback(tf.keras.callbacks.Callback):
         super().__init__()
         self.clock = clock
         self.stamps: list[float] = []
+        self.begins: list[float] = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.begins.append(self.clock())
 
     def on_train_batch_end(self, batch, logs=None):
         self.stamps.append(self.clock())
 
+    def result(self, skip: int, per_execution: int) -> tuple[float, float]:
+        """Seconds per step: the slope, and inside the ``train_function`` calls."""
+        skip //= per_execution
+        return (
+            slope(self.stamps, skip) / per_execution,
+            inside(self.begins, self.stamps, skip) / per_execution,
+        )
 
-def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> float:
+
+def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> tuple[float, float]:
     """``fit`` of ``steps`` steps (one epoch) on the same batches; seconds/step. With
     ``per_execution`` steps a call (``compile(steps_per_execution=)``), the callback stamps once
     a call: the slope is divided by it."""
@@ -139,7 +175,70 @@ def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> floa
         twin.fit(
             dataset(), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0, callbacks=[stamp]
         )
-    return slope(stamp.stamps, skip // per_execution) / per_execution
+    return stamp.result(skip, per_execution)
+
+
+def twin_hooks_run(
+    twin, root: Path, steps: int, skip: int, clock, per_execution: int = 1
+) -> tuple[float, float]:
+    """As :func:`twin_run`, with what ``Estimator.train`` runs per step beside the model: the
+    hooks ``estimator_hooks`` builds for the Estimator's ``RunConfig`` (``native.estimator``'s:
+    a checkpoint only every 10,000 steps, no summaries, step logging every 10,000; NanTensor,
+    LoggingTensor, StepCounter, CheckpointSaver) under ``HookCallback``, the like-with-like of
+    the ``estimator`` case."""
+    import hookbridge
+
+    model_dir = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(FIXTURE, model_dir, dirs_exist_ok=True)
+    bridge = hookbridge.HookCallback(
+        lambda: hookbridge.estimator_hooks(
+            model_dir,
+            model=twin,
+            save_checkpoints_steps=10_000,
+            save_summary_steps=0,
+            log_step_count_steps=10_000,
+            keep_checkpoint_max=1,
+            backup=None,
+        )
+    )
+    stamp = _StampCallback(clock)
+    with _Frozen():
+        twin.fit(
+            dataset(),
+            steps_per_epoch=steps,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=[bridge, stamp],
+        )
+    shutil.rmtree(model_dir)
+    return stamp.result(skip, per_execution)
+
+
+def keras_floor(per_execution: int = 1):
+    """A native Keras model on the same batches with next to no computation: the five numeric
+    features, read by name, into one ``Dense`` logit (Adagrad, sigmoid cross-entropy). Its
+    ``fit`` step is what Keras's loop, callbacks and ``tf.function`` call cost per call on
+    this input (the same dict of 14 features and the label), whatever the model computes."""
+    from fixtures.census_twin.columns import NUMERIC
+
+    keras = tf.keras
+
+    class Floor(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.logit = keras.layers.Dense(1)
+
+        def call(self, features):
+            return self.logit(tf.stack([tf.cast(features[k], "float32") for k in NUMERIC], 1))
+
+    model = Floor()
+    model.compile(
+        optimizer=keras.optimizers.Adagrad(0.05),
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        steps_per_execution=per_execution,
+    )
+    return model
 
 
 class _CountCalls(tf.keras.callbacks.Callback):
@@ -228,25 +327,36 @@ def main(argv: list[str] | None = None) -> int:
         if k > 1:  # the same optimizers and loss (and their state), k steps a call
             twin.compile(optimizer=twin.optimizer, loss=twin.loss, steps_per_execution=k)
         clock = CLOCK[args.clock]
-        cases = {"twin": lambda: twin_run(twin, args.steps, args.skip, clock, k)}
+        floor = keras_floor(k)
+        cases = {
+            "twin": lambda: twin_run(twin, args.steps, args.skip, clock, k),
+            "twin_hooks": lambda: twin_hooks_run(twin, root, args.steps, args.skip, clock, k),
+            "keras_floor": lambda: twin_run(floor, args.steps, args.skip, clock, k),
+        }
         if has_estimator():
             cases["estimator"] = lambda: estimator_run(root, args.steps, args.skip, clock)
         times: dict[str, list[float]] = {name: [] for name in cases}
+        inner: dict[str, list[float]] = {name: [] for name in cases}
         for run in cases.values():  # warm-up: tracing, the first session
             run()
         for _ in range(args.repeats):
             for name, run in cases.items():
-                times[name].append(run())
+                step, call = run()
+                times[name].append(step)
+                inner[name].append(call)
         print(
             f"\n{args.steps} steps a run ({args.skip} untimed), {args.repeats} repeats, "
             f"batch {data.BATCH}, one inter-op and one intra-op thread, {args.clock} clock\n"
         )
-        print("| case | fastest ms/step | median ms/step | steps/s (fastest) |")
-        print("|---|---|---|---|")
+        print(
+            "| case | fastest ms/step | median ms/step | steps/s (fastest) "
+            "| inside the call, ms/step (fastest) |"
+        )
+        print("|---|---|---|---|---|")
         for name, t in times.items():
             print(
                 f"| {name} | {min(t) * 1e3:.3f} | {statistics.median(t) * 1e3:.3f} "
-                f"| {1 / min(t):.0f} |"
+                f"| {1 / min(t):.0f} | {min(inner[name]) * 1e3:.3f} |"
             )
         if "estimator" in times:
             ratio = min(times["twin"]) / min(times["estimator"])
@@ -254,11 +364,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntwin / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")
             if not args.short:
                 print("verdict (twin no slower):", "PASS" if ratio <= 1.0 else "MISS")
+            for name in ("twin_hooks", "keras_floor"):
+                ratio = min(times[name]) / min(times["estimator"])
+                paired = statistics.median(a / b for a, b in zip(times[name], times["estimator"]))
+                print(f"{name} / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")
+        graph = min(times["twin"]) - min(times["keras_floor"])
+        print(f"twin - keras_floor (the twin's own share of a step): {graph * 1e3:.3f} ms")
         if args.calls:
             small, large = calls_per_step(twin, data.BATCH), calls_per_step(twin, 10 * data.BATCH)
             print(
                 f"\nPython calls per fit step: {small:.1f} at {data.BATCH} rows, "
-                f"{large:.1f} at {10 * data.BATCH} rows"
+                f"{large:.1f} at {10 * data.BATCH} rows; keras_floor "
+                f"{calls_per_step(floor, data.BATCH):.1f} at {data.BATCH} rows"
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)

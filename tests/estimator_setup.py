@@ -143,6 +143,7 @@ def switch_and_back(
     *,
     estimator_predict: Callable[[Path], Any] | None = None,
     keras_predict: Callable[[Any], Any] | None = None,
+    rollback: bool = True,
 ) -> dict[str, Any]:
     """The round trip, each run returned for the tests to compare with its native counterpart.
 
@@ -162,6 +163,8 @@ def switch_and_back(
         x, y: what ``fit`` trains on (the batches ``input_fn`` gives, in the same order).
         estimator_predict, keras_predict: what each side predicts at the switch (the Estimator
             before the native run, Keras after the restore): ``"at_switch"``.
+        rollback: run step 3 (an Estimator training); ``False`` for the tests that read no
+            ``"rollback"`` (``None`` then; ``"backup"`` is still listed).
     """
     bridged, native, back = root / "bridged", root / "native", root / "back"
     train(estimator(bridged), input_fn, 8)  # the TF1 job, preempted at step 8
@@ -179,9 +182,10 @@ def switch_and_back(
         model, x, y, 8, 16, lambda: hookbridge.estimator_hooks(bridged, model=model, **config)
     )
     # Rolling back: the Estimator's step-8 checkpoint was kept out of keep_checkpoint_max's reach.
-    rollback = root / "rollback"
-    shutil.copytree(bridged / "estimator-backup", rollback)
-    rollback_losses = train(estimator(rollback), input_fn, 16)
+    rollback_losses = None
+    if rollback:
+        shutil.copytree(bridged / "estimator-backup", root / "rollback")
+        rollback_losses = train(estimator(root / "rollback"), input_fn, 16)
     # The way back: the Estimator continues from Keras's step-16 checkpoint, Keras goes on.
     shutil.copytree(bridged, back)
     back_losses = train(estimator(back), input_fn, 24)

@@ -240,6 +240,7 @@ def instance_runs(request, tmp_path_factory):
         FEATURES,
         LABELS["regression"],
         CONFIG,
+        rollback=False,  # no test of instance_runs reads it: the CANNED runs roll back
     )
     return runs
 

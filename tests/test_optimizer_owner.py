@@ -59,6 +59,7 @@ def runs(request, tmp_path_factory):
         FEATURES,
         LABELS,
         CONFIG,
+        rollback=False,  # no test here reads it (test_canned and test_optimizer_state roll back)
     )
     return {**r, "twin": twins[0], "root": r["back_dir"].parent}
 

@@ -73,6 +73,7 @@ def runs(request, tmp_path_factory):
         CONFIG,
         estimator_predict=lambda model_dir: logits(kind, model_dir),
         keras_predict=lambda twin: twin.predict(FEATURES, verbose=0),
+        rollback=False,  # no test here reads it: test_canned rolls back
     )
 
 

@@ -424,13 +424,6 @@ def test_the_estimator_and_fit_continue_alike_from_each_others_checkpoints(tmp_p
     np.testing.assert_allclose(ours.losses, theirs.losses, rtol=2e-5)
 
 
-def test_evaluate_says_it_is_not_supported_yet():
-    model = _model({"optimizer": "sgd"})
-    x, y = _batches(1)
-    with pytest.raises(NotImplementedError, match="evaluate"):
-        model.evaluate({"x": x[0]}, y[0], verbose=0)
-
-
 def test_a_variable_made_after_the_build_is_refused():
     """A model_fn making a variable on a later call than the build's (none the Estimator's
     checkpoint holds) fails at that call, naming it."""

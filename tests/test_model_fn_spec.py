@@ -28,6 +28,9 @@ from hookbridge._migrate.model_fn import compat
 HERE = Path(__file__).resolve().parent / "fixtures" / "model_fns"
 FIXTURE = json.loads((HERE / "fixtures.json").read_text())["subjects"]["mnist"]
 LOG_FILE = HERE / "mnist" / "train_log.json"
+EVAL_FILE = HERE / "mnist" / "evaluate.json"
+#: evaluate over this many batches of the fixture's predict rows (the last one partial).
+EVAL_ROWS = 56
 #: Two train() calls (two fit calls) of this many steps each, on the continuation rows.
 CALLS, STEPS = 2, 6
 
@@ -165,9 +168,55 @@ def test_a_scaffold_the_estimator_ran_on_its_session_is_refused_naming_the_field
     assert model(features).shape == (2, 1)
 
 
-if __name__ == "__main__":  # writes train_log.json (tf215: the Estimator)
+def _eval_dataset(rows: int = EVAL_ROWS):
+    mnist = _mnist()
+    features, labels = mnist.rows(FIXTURE["seeds"]["predict"], EVAL_ROWS)
+    data = (features[:rows], labels[:rows])
+    return tf.data.Dataset.from_tensor_slices(data).batch(mnist.BATCH)
+
+
+#: Two evaluate calls: every row, then the first batch alone (a metric carried over from the
+#: first call would show).
+EVAL_CALLS = {"all": EVAL_ROWS, "first_batch": 16}
+
+
+def native_evaluate(tmp: Path) -> dict[str, dict[str, float]]:
+    """``Estimator.evaluate`` on the fixture's checkpoint: streaming accuracy, mean loss."""
+    mnist = _mnist()
+    model_dir = tmp / "native_eval"  # evaluate writes an eval/ directory there
+    shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
+    estimator = mnist.estimator(model_dir, {}, dict(mnist.PARAMS))
+    results = {}
+    for call, rows in EVAL_CALLS.items():
+        result = estimator.evaluate(lambda rows=rows: _eval_dataset(rows))
+        results[call] = {key: float(value) for key, value in result.items()}
+    return results
+
+
+def test_evaluate_gives_the_estimators_eval_metric_ops_and_mean_loss(tmp_path):
+    reference = json.loads(EVAL_FILE.read_text())
+    if compat.NATIVE:
+        assert native_evaluate(tmp_path) == reference, "the native run no longer writes it"
+    mnist = _mnist()
+    features, labels = _rows(0)
+    model = hookbridge.model_fn_model(
+        mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
+    )
+    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    assert reference["all"]["accuracy"] != reference["first_batch"]["accuracy"]
+    for call, rows in EVAL_CALLS.items():  # each evaluate starts its metrics anew
+        result = model.evaluate(_eval_dataset(rows), verbose=0, return_dict=True)
+        assert sorted(result) == ["accuracy", "loss"], call
+        want = reference[call]
+        assert result["accuracy"] == want["accuracy"], call
+        np.testing.assert_allclose(result["loss"], want["loss"], rtol=1e-5, err_msg=call)
+        assert int(model.optimizer.iterations.numpy()) == want["global_step"]
+
+
+if __name__ == "__main__":  # writes the native fixtures (tf215: the Estimator)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         LOG_FILE.write_text(json.dumps(native_log(Path(tmp)), indent=0) + "\n")
-    print(f"wrote {LOG_FILE}")
+        EVAL_FILE.write_text(json.dumps(native_evaluate(Path(tmp)), indent=0) + "\n")
+    print(f"wrote {LOG_FILE}, {EVAL_FILE}")

@@ -7,7 +7,8 @@ Keras weights under their TF1 names (``VariableStore``), slots and ``beta1_power
 ``restore_checkpoint(model, model_dir)`` loads an Estimator's checkpoint by name with no map.
 ``fit`` runs the spec's ``training_hooks`` through a ``HookCallback`` (``model_fn/spec.py``); the
 ``model_fn``'s LOCAL variables (streaming metrics) are state outside the checkpoint, reset at
-each ``fit`` as the Estimator's ``local_init_op`` at each ``train``.
+each ``fit`` as the Estimator's ``local_init_op`` at each ``train``; ``evaluate`` runs the EVAL
+mode's ``eval_metric_ops`` as ``Estimator.evaluate`` did (``model_fn/evaluation.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
+from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.spec import hook_fetches, refuse_scaffold
 from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
@@ -139,6 +141,7 @@ class ModelFnModel(keras.Model):
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
         self._mfn_predict: Any = None
+        object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
         self._mfn_hook_keys: dict[str, list[str]] = {}
         # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
@@ -206,7 +209,8 @@ class ModelFnModel(keras.Model):
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
             local = _tfcompat.captured_handles(graph, self._mfn_store.locals(mode))
             new_ops = [op for op in graph.get_operations()[first:] if not _writes_only(op, local)]
-            refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
+            if mode != EVAL:  # evaluate runs only what its fetches need (evaluation.py)
+                refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
         return spec, extras
 
@@ -314,9 +318,47 @@ class ModelFnModel(keras.Model):
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result(), **extras}
 
+    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        """Keras ``evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode
+        ``eval_metric_ops`` updates and loss; the logs are each ``metric_value`` after the
+        batch (the last batch's: the Estimator's result) and ``loss``, the mean of the batches'
+        losses; the LOCAL variables of EVAL mode start from their initial values."""
+        if self._mfn_eval is None:
+            if not self._mfn_labels:
+                raise ValueError(
+                    f"{self._mfn_owner}: built without labels, so it cannot evaluate; pass "
+                    "labels= to model_fn_model."
+                )
+            object.__setattr__(
+                self,
+                "_mfn_eval",
+                EvalStep(
+                    lambda f, y: self._mfn_eval_spec(f, y),
+                    self._mfn_features,
+                    self._mfn_labels_spec,
+                    self._mfn_owner,
+                ),
+            )
+        self._mfn_store.reset_locals(EVAL)
+        return super().evaluate(*args, **kwargs)
+
+    def _mfn_eval_spec(self, features: Any, labels: Any) -> Any:
+        spec, _ = self._mfn_run(features, labels, EVAL)
+        if _spec_hooks(spec, EVAL):
+            raise ValueError(
+                f"{self._mfn_owner}: the model_fn's EVAL spec has evaluation_hooks, which "
+                "evaluate does not run yet (docs/limits.md); return them only in TRAIN mode or "
+                "give them to a HookCallback of your own."
+            )
+        return spec
+
     def test_step(self, data: Any) -> dict:
-        raise NotImplementedError(
-            f"{self._mfn_owner}: evaluate (the model_fn's EVAL mode, its eval_metric_ops as "
-            "Keras metrics) is not supported yet; evaluate with the Estimator on the "
-            "checkpoints fit writes (estimator_hooks), or with predict and Keras metrics."
-        )
+        features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        if sample_weight is not None:
+            raise ValueError(
+                f"{self._mfn_owner}: evaluate got sample weights; the model_fn weighs its own "
+                "loss and metrics (give the weights as a feature)."
+            )
+        loss = self._mfn_eval.update(features, labels)
+        self._mfn_loss.update_state(loss)
+        return {"loss": self._mfn_loss.result(), **self._mfn_eval.values()}

@@ -1,0 +1,81 @@
+"""``evaluate`` of ``model_fn_model``: the ``model_fn``'s EVAL mode as ``Estimator.evaluate`` ran it.
+
+``Estimator.evaluate`` ran, per batch, the ``update_op`` of every ``eval_metric_ops`` entry and
+the loss (its ``loss`` metric: ``tf.compat.v1.metrics.mean(loss)``, the mean over batches), then
+read each ``metric_value`` once after the last batch, with the metric's LOCAL variables set to
+their initial values at the start. A ``tf.function`` would run every op of the ``model_fn``'s
+graph each step and read a ``metric_value`` before its ``update_op`` (both read the same
+variables, in creation order). So the EVAL graph is made with ``tf.compat.v1.wrap_function`` and
+two parts of it are run, as a session ran fetches: the loss and the ``update_op``s from the
+batch, then the ``metric_value``s alone (they depend on no input), after the updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+
+class EvalStep:
+    """The EVAL graph of a ``model_fn`` and its two pruned parts.
+
+    Args:
+        run: ``run(features, labels) -> spec``: the ``model_fn`` called in EVAL mode (with the
+            model's variables).
+        features: the features' ``TensorSpec`` structure.
+        labels: the labels' ``TensorSpec`` structure.
+        owner: how errors name the model.
+    """
+
+    def __init__(self, run: Callable[[Any, Any], Any], features: Any, labels: Any, owner: str):
+        made: dict[str, Any] = {}
+
+        def body(*flat: Any) -> None:
+            n = len(tf.nest.flatten(features))
+            f = tf.nest.pack_sequence_as(features, list(flat[:n]))
+            y = tf.nest.pack_sequence_as(labels, list(flat[n:]))
+            spec = made["spec"] = run(f, y)
+            metrics = dict(getattr(spec, "eval_metric_ops", None) or {})
+            made["update"] = tf.group([update for _, update in metrics.values()])
+
+        signature = [*tf.nest.flatten(features), *tf.nest.flatten(labels)]
+        wrapped = tf.compat.v1.wrap_function(body, signature)
+        spec = made["spec"]
+        metrics = dict(getattr(spec, "eval_metric_ops", None) or {})
+        if "loss" in metrics:
+            raise ValueError(
+                f"{owner}: eval_metric_ops has a 'loss' entry; the Estimator's evaluate reports "
+                "the mean of the EstimatorSpec's loss under that key. Rename the metric."
+            )
+        self.keys = sorted(metrics)
+        self._update = wrapped.prune(
+            feeds=list(wrapped.inputs), fetches=[spec.loss, made["update"]]
+        )
+        values = [metrics[key][0] for key in self.keys]
+        for key, value in zip(self.keys, values):
+            if not value.shape.is_compatible_with([]):
+                raise ValueError(
+                    f"{owner}: eval_metric_ops[{key!r}] has a value of shape {value.shape}; "
+                    "Keras metrics of evaluate are scalars."
+                )
+        try:
+            self._values = wrapped.prune(feeds=[], fetches=values) if values else None
+        except (ValueError, tf.errors.InvalidArgumentError) as error:
+            raise ValueError(
+                f"{owner}: a metric_value of eval_metric_ops ({', '.join(self.keys)}) depends on "
+                "the batch; the Estimator read it once after the last batch, which under "
+                f"evaluate needs it to depend on the metric's variables only ({error})."
+            ) from error
+
+    def update(self, features: Any, labels: Any) -> tf.Tensor:
+        """Runs the batch's ``update_op``s and returns its loss."""
+        loss, _ = self._update(*tf.nest.flatten(features), *tf.nest.flatten(labels))
+        return loss
+
+    def values(self) -> dict[str, tf.Tensor]:
+        """Every ``metric_value`` as the variables hold it now, by key."""
+        if self._values is None:
+            return {}
+        return {key: tf.cast(v, tf.float32) for key, v in zip(self.keys, self._values())}

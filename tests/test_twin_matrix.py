@@ -6,7 +6,7 @@
 (V1, ``shared_embedding_columns``, linear combiner mean) and ``DNNLinearCombinedRegressorV2``
 (``shared_embeddings``). Between them they take every column kind the twin builds: numeric
 (``shape``, ``default_value``, ``normalizer_fn``), bucketized over a numeric of shape (3,),
-vocabulary list (OOV bucket) and vocabulary file (OOV buckets; ``default_value``), identity
+vocabulary list (OOV bucket; ``default_value``) and vocabulary file (OOV buckets; ``default_value``), identity
 (``default_value``), hash bucket over ints, crossed (a multivalent feature x a vocabulary-file
 column; multivalent x raw ints), weighted categorical, embeddings (mean over a multivalent
 feature, sqrtn over a weighted one, sum with ``max_norm``, over a crossing), indicator counts

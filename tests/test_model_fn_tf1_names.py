@@ -195,3 +195,17 @@ def test_names_are_the_estimators_checkpoints(kind, tmp_path):
     reader = tf.train.load_checkpoint(str(tmp_path))
     for i, name in tf1_names(model).items():
         np.testing.assert_array_equal(np.asarray(model.weights[i]), reader.get_tensor(name))
+
+
+def test_the_build_runs_the_model_fn_once_per_mode():
+    """The weights are made eagerly, so the tracing tf.function lifts none and traces once: the
+    build runs the model_fn once in PREDICT and once in TRAIN mode (twice each before)."""
+    modes = []
+
+    def counted(features, labels, mode, params):
+        modes.append(mode)
+        return model_fn(features, labels, mode, params)
+
+    x, y = _batches(1)
+    hookbridge.model_fn_model(counted, params={"kind": "cond"}, features={"x": x[0]}, labels=y[0])
+    assert modes == ["infer", "train"]

@@ -76,6 +76,9 @@ class VariableStore:
 
         def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
             if getattr(self._local, "making", False):  # our own weight's tf.Variable
+                # Made eagerly from a value: the tracing tf.function has nothing to lift, and
+                # would otherwise count it as created and trace the model_fn a second time.
+                kwargs["experimental_enable_variable_lifting"] = False
                 return next_creator(**kwargs)
             return self._variable(graph, step, mode, kwargs)
 

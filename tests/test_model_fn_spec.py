@@ -129,6 +129,41 @@ def test_a_model_fn_run_twice_keeps_one_set_of_local_variables_per_mode():
     assert len(store.locals("train")) == 2
 
 
+def _tpu_model_fn(features, labels, mode, params):
+    """The MNIST model_fn returning a TPUEstimatorSpec whose EVAL metrics are eval_metrics =
+    (metric_fn, tensors), as TPUEstimator code writes them (use_tpu=False semantics)."""
+    from hookbridge.estimator_compat import TPUEstimatorSpec
+
+    mnist = _mnist()
+    spec = mnist.model_fn(features, labels, mode, {**params, "log": False})
+    if mode != "eval":
+        return spec
+
+    def metric_fn(labels, logits):
+        predictions = tf.argmax(logits, axis=1)
+        return {"accuracy": tf.compat.v1.metrics.accuracy(labels=labels, predictions=predictions)}
+
+    (logits,) = [
+        op.outputs[0]
+        for op in tf.compat.v1.get_default_graph().get_operations()
+        if op.name == "dense_1/BiasAdd"
+    ]
+    return TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(metric_fn, [labels, logits]))
+
+
+def test_a_tpu_estimator_specs_eval_metrics_evaluate_as_the_estimators_metrics():
+    reference = json.loads(EVAL_FILE.read_text())["all"]
+    features, labels = _rows(0)
+    mnist = _mnist()
+    model = hookbridge.model_fn_model(
+        _tpu_model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
+    )
+    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    result = model.evaluate(_eval_dataset(), verbose=0, return_dict=True)
+    assert result["accuracy"] == reference["accuracy"]
+    np.testing.assert_allclose(result["loss"], reference["loss"], rtol=1e-5)
+
+
 def _scaffold_model_fn(scaffold_args=dict):
     from hookbridge.estimator_compat import EstimatorSpec, ModeKeys
 

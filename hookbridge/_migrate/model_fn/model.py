@@ -110,8 +110,8 @@ def _call_model_fn(
     # identity (tensorflow-estimator's EstimatorSpec builds set(LOCAL_VARIABLES)).
     with _tfcompat.tf1_graph_equality():
         spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
-    if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as Estimator runs it (no TPU)
-        spec = spec.as_estimator_spec()
+        if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as TPUEstimator runs it on CPU
+            spec = spec.as_estimator_spec()  # (TF's makes an EstimatorSpec: set(LOCAL_VARIABLES))
     return spec
 
 

@@ -176,7 +176,7 @@ def test_this_stacks_terminate_on_nan_is_listed_and_pinned():
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         assert digest == PINNED_CALLBACKS[(kind.__module__, name)], (
             f"Keras changed {kind.__module__}.TerminateOnNaN.{name}. Re-read it: if it now needs "
-            "eager mode, drop it from EAGER_FREE_CALLBACKS in hookbridge/_tfcompat.py; then "
+            "eager mode, drop it from EAGER_FREE_CALLBACKS in hookbridge/_tfcompat/callbacks.py; then "
             "update PINNED_CALLBACKS here."
         )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -116,15 +117,20 @@ def test_the_spec_training_hook_logs_the_streaming_accuracy_as_the_estimator_did
 def test_a_model_fn_run_twice_keeps_one_set_of_local_variables_per_mode():
     mnist = _mnist()
     features, labels = _rows(0)
-    model = hookbridge.model_fn_model(
-        mnist.model_fn, params={**mnist.PARAMS, "log": False}, features=features, labels=labels
-    )
+    # Every batch counted, where the Estimator counted only the batches a hook fetched on: said.
+    with pytest.warns(UserWarning, match=r"updates local variables \['accuracy/count', 'accur"):
+        model = hookbridge.model_fn_model(
+            mnist.model_fn, params={**mnist.PARAMS, "log": False}, features=features, labels=labels
+        )
     store = model._mfn_store
     count, total = sorted(store.locals("train"), key=lambda v: v.name)
     assert (count.name, total.name) == ("accuracy/count:0", "accuracy/total:0")
-    model.fit(_dataset(0), epochs=1, verbose=0)
-    assert float(count.numpy()) == STEPS * mnist.BATCH  # every batch counted (limits.md)
-    model.fit(_dataset(1), epochs=1, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(_dataset(0), epochs=1, verbose=0)
+        assert float(count.numpy()) == STEPS * mnist.BATCH  # every batch counted (limits.md)
+        model.fit(_dataset(1), epochs=1, verbose=0)
+    assert not [w for w in caught if "local variables" in str(w.message)], "said once a model"
     assert float(count.numpy()) == STEPS * mnist.BATCH, "fit did not start from local_init_op"
     assert len(store.locals("train")) == 2
 
@@ -255,3 +261,29 @@ if __name__ == "__main__":  # writes the native fixtures (tf215: the Estimator)
         LOG_FILE.write_text(json.dumps(native_log(Path(tmp)), indent=0) + "\n")
         EVAL_FILE.write_text(json.dumps(native_evaluate(Path(tmp)), indent=0) + "\n")
     print(f"wrote {LOG_FILE}, {EVAL_FILE}")
+
+
+def test_a_model_fn_without_local_variables_trains_without_the_streaming_warning():
+    def model_fn(features, labels, mode):
+        from hookbridge.estimator_compat import EstimatorSpec
+
+        logits = _dense(features)
+        if mode == "infer":
+            return EstimatorSpec(mode, predictions=logits)
+        loss = tf.reduce_mean(tf.square(logits - labels))
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, step)
+        return EstimatorSpec(mode, predictions=logits, loss=loss, train_op=train_op)
+
+    x = np.ones((4, 2), "float32")
+    y = np.ones((4, 1), "float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = hookbridge.model_fn_model(model_fn, features=x, labels=y)
+        model.fit(tf.data.Dataset.from_tensors((x, y)), epochs=1, verbose=0)
+    assert not [w for w in caught if "local variables" in str(w.message)]
+
+
+def _dense(x):
+    kernel = tf.compat.v1.get_variable("kernel", [2, 1], initializer=tf.zeros_initializer())
+    return tf.matmul(x, kernel)

@@ -140,6 +140,7 @@ class ModelFnModel(keras.Model):
         self._mfn_owner = owner
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
+        self._mfn_warned_locals = False
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
@@ -208,11 +209,29 @@ class ModelFnModel(keras.Model):
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
             local = _tfcompat.captured_handles(graph, self._mfn_store.locals(mode))
-            new_ops = [op for op in graph.get_operations()[first:] if not _writes_only(op, local)]
+            ops = graph.get_operations()[first:]
+            new_ops = [op for op in ops if not _writes_only(op, local)]
+            if mode == TRAIN and len(new_ops) < len(ops):
+                self._mfn_warn_local_updates()
             if mode != EVAL:  # evaluate runs only what its fetches need (evaluation.py)
                 refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
         return spec, extras
+
+    def _mfn_warn_local_updates(self) -> None:
+        """Warns once that TRAIN-mode LOCAL variables update every step (docs/limits.md)."""
+        if getattr(self, "_mfn_warned_locals", False):
+            return
+        self._mfn_warned_locals = True
+        names = sorted(v.name.split(":")[0] for v in self._mfn_store.locals(TRAIN))
+        warnings.warn(
+            f"{self._mfn_owner}: the TRAIN model_fn updates local variables {names} (streaming "
+            "metrics) at every step of fit; the Estimator's session updated them only on the "
+            "steps something fetched them. A hook reading them every step sees the Estimator's "
+            "values; one reading them every N steps (LoggingTensorHook(every_n_iter=N), a summary "
+            "every N steps) sees the metric over all batches (docs/limits.md).",
+            stacklevel=4,
+        )
 
     def _mfn_spec_hooks(self, mode: str) -> tuple[list, list]:
         """Fresh hooks of the spec in ``mode`` (a new ``model_fn`` call, as each

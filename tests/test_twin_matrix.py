@@ -36,21 +36,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from estimator_setup import LossRecorder
+from fixture_modules import fixture_script
 
 import hookbridge
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "twin_matrix"
-sys.path.insert(0, str(FIXTURES))
-import make_fixture  # noqa: E402  the cases, columns and data the fixtures were made of
-
-sys.path.remove(str(FIXTURES))
+#: The cases, columns and data the fixtures were made of.
+make_fixture = fixture_script(FIXTURES)
 CASES = sorted(make_fixture.CASES)
 DATA = dict(np.load(FIXTURES / "data.npz"))
 ON_ESTIMATOR_STACK = importlib.util.find_spec("tensorflow_estimator") is not None

@@ -22,8 +22,10 @@ class EvalStep:
     """The EVAL graph of a ``model_fn`` and its two pruned parts.
 
     Args:
-        run: ``run(features, labels) -> spec``: the ``model_fn`` called in EVAL mode (with the
-            model's variables).
+        run: ``run(features, labels) -> (spec, extras)``: the ``model_fn`` called in EVAL mode
+            (with the model's variables) and the tensors its ``evaluation_hooks`` name, by log
+            key (``spec.hook_fetches``), fetched with each batch's updates as the hooks' fetches
+            ran in the Estimator's ``session.run(eval_ops)``.
         features: the features' ``TensorSpec`` structure.
         labels: the labels' ``TensorSpec`` structure.
         owner: how errors name the model.
@@ -36,13 +38,14 @@ class EvalStep:
             n = len(tf.nest.flatten(features))
             f = tf.nest.pack_sequence_as(features, list(flat[:n]))
             y = tf.nest.pack_sequence_as(labels, list(flat[n:]))
-            spec = made["spec"] = run(f, y)
+            spec, made["extras"] = run(f, y)
+            made["spec"] = spec
             metrics = dict(getattr(spec, "eval_metric_ops", None) or {})
             made["update"] = tf.group([update for _, update in metrics.values()])
 
         signature = [*tf.nest.flatten(features), *tf.nest.flatten(labels)]
         wrapped = tf.compat.v1.wrap_function(body, signature)
-        spec = made["spec"]
+        spec = self.spec = made["spec"]
         metrics = dict(getattr(spec, "eval_metric_ops", None) or {})
         if "loss" in metrics:
             raise ValueError(
@@ -50,8 +53,10 @@ class EvalStep:
                 "the mean of the EstimatorSpec's loss under that key. Rename the metric."
             )
         self.keys = sorted(metrics)
+        self._extra_keys = sorted(made["extras"])
+        extras = [made["extras"][key] for key in self._extra_keys]
         self._update = wrapped.prune(
-            feeds=list(wrapped.inputs), fetches=[spec.loss, made["update"]]
+            feeds=list(wrapped.inputs), fetches=[spec.loss, made["update"], *extras]
         )
         values = [metrics[key][0] for key in self.keys]
         for key, value in zip(self.keys, values):
@@ -69,10 +74,10 @@ class EvalStep:
                 f"evaluate needs it to depend on the metric's variables only ({error})."
             ) from error
 
-    def update(self, features: Any, labels: Any) -> tf.Tensor:
-        """Runs the batch's ``update_op``s and returns its loss."""
-        loss, _ = self._update(*tf.nest.flatten(features), *tf.nest.flatten(labels))
-        return loss
+    def update(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Runs the batch's ``update_op``s; returns its loss and the hooks' tensors by key."""
+        loss, _, *extras = self._update(*tf.nest.flatten(features), *tf.nest.flatten(labels))
+        return loss, dict(zip(self._extra_keys, extras))
 
     def values(self) -> dict[str, tf.Tensor]:
         """Every ``metric_value`` as the variables hold it now, by key."""

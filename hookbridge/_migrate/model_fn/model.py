@@ -24,7 +24,13 @@ import tensorflow as tf
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
 from hookbridge._migrate.model_fn.evaluation import EvalStep
-from hookbridge._migrate.model_fn.spec import hook_fetches, refuse_scaffold
+from hookbridge._migrate.model_fn.spec import (
+    hook_callback,
+    hook_fetches,
+    quiet_batch_logs,
+    refuse_scaffold,
+    spec_hooks,
+)
 from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
 
@@ -115,15 +121,6 @@ def _call_model_fn(
     return spec
 
 
-def _spec_hooks(spec: Any, mode: str) -> tuple:
-    """The spec's hooks of ``mode`` (TRAIN: chief-only hooks first, as a chief ran them)."""
-    if mode == TRAIN:
-        names = ("training_chief_hooks", "training_hooks")
-    else:
-        names = ("evaluation_hooks",) if mode == EVAL else ("prediction_hooks",)
-    return tuple(hook for name in names for hook in getattr(spec, name, None) or ())
-
-
 def _writes_only(op: Any, handles: set[int]) -> bool:
     """Whether every variable ``op`` takes is one of ``handles`` (ids of its inputs)."""
     resources = [t for t in op.inputs if t.dtype == tf.resource]
@@ -175,7 +172,8 @@ class ModelFnModel(keras.Model):
             features
         )
         self._mfn_labels_spec = labels
-        self._mfn_has_hooks = False
+        #: Per mode, whether its spec has hooks (EVAL: known at the first evaluate).
+        self._mfn_has_hooks: dict[str, bool] = {}
         if labels is not None:
             self._mfn_labels = True
 
@@ -183,7 +181,6 @@ class ModelFnModel(keras.Model):
                 return self._mfn_train_graph(f, y)
 
             tf.function(train).get_concrete_function(features, labels)
-            self._mfn_has_hooks = self._mfn_traced_hooks
         self._mfn_store.frozen = "the variables of its predict and train modes were made"
         names = self._mfn_store.names()
         set_tf1_names(self, {i: names[id(w)] for i, w in enumerate(self.weights) if id(w) in names})
@@ -204,7 +201,7 @@ class ModelFnModel(keras.Model):
             first = len(graph.get_operations())
             spec = _call_model_fn(model_fn, features, labels, mode, params, config)
             refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
-            extras = hook_fetches(self._mfn_owner, mode, _spec_hooks(spec, mode), graph)
+            extras = hook_fetches(self._mfn_owner, mode, spec_hooks(spec, mode), graph)
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
@@ -247,36 +244,27 @@ class ModelFnModel(keras.Model):
         tf.function(trace).get_concrete_function(self._mfn_features, labels)
         spec = found["spec"]
         chief = list(getattr(spec, "training_chief_hooks", None) or ()) if mode == TRAIN else []
-        return chief, [hook for hook in _spec_hooks(spec, mode) if hook not in chief]
+        return chief, [hook for hook in spec_hooks(spec, mode) if hook not in chief]
 
     def _mfn_hook_callback(self, mode: str, callbacks: Any) -> list:
         """``callbacks`` and, after them, a ``HookCallback`` running the spec's hooks of
         ``mode`` (as the Estimator ran them after the caller's hooks), if it has any; the
         LOCAL variables of ``mode`` start from their initial values (``local_init_op``)."""
         self._mfn_store.reset_locals(mode)
-        if mode == TRAIN and not self._mfn_has_hooks:
+        if not self._mfn_has_hooks.get(mode):
             return callbacks
-        chief, hooks = self._mfn_spec_hooks(mode)
-        if not chief and not hooks:
-            return callbacks
-        from hookbridge._hook_callback.callback import HookCallback
-
-        bridge = HookCallback(
-            hooks, chief_only_hooks=chief, log_names=self._mfn_hook_keys.get(mode, [])
-        )
-        return [*(callbacks or []), bridge]
+        keys = self._mfn_hook_keys.get(mode, [])
+        if mode == EVAL:  # evaluate's logs also hold the eval_metric_ops values
+            keys = [*keys, *self._mfn_eval.keys]
+        return hook_callback(lambda: self._mfn_spec_hooks(mode), keys, callbacks)
 
     def fit(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
         """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
         through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
         (streaming metrics) from their initial values, as ``Estimator.train`` did."""
         callbacks = self._mfn_hook_callback(TRAIN, callbacks)
-        with warnings.catch_warnings():
-            # The step returns the hooks' tensors as batch values: exact, not a running value.
-            for key in self._mfn_hook_keys.get(TRAIN, []):
-                warnings.filterwarnings(
-                    "ignore", message=f"HookCallback: Keras logs {re.escape(repr(key))} but no"
-                )
+        # The step returns the hooks' tensors as batch values: exact, not a running value.
+        with quiet_batch_logs(self._mfn_hook_keys.get(TRAIN, [])):
             return super().fit(*args, callbacks=callbacks, **kwargs)
 
     # ---- Keras ----
@@ -311,7 +299,7 @@ class ModelFnModel(keras.Model):
 
     def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
         spec, extras = self._mfn_run(features, labels, TRAIN)
-        self._mfn_traced_hooks = bool(_spec_hooks(spec, TRAIN))
+        self._mfn_has_hooks[TRAIN] = bool(spec_hooks(spec, TRAIN))
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
             raise ValueError(
                 f"{self._mfn_owner}: the model_fn returned no "
@@ -337,39 +325,29 @@ class ModelFnModel(keras.Model):
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result(), **extras}
 
-    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+    def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
         """Keras ``evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode
         ``eval_metric_ops`` updates and loss; the logs are each ``metric_value`` after the
         batch (the last batch's: the Estimator's result) and ``loss``, the mean of the batches'
-        losses; the LOCAL variables of EVAL mode start from their initial values."""
+        losses; the LOCAL variables of EVAL mode start from their initial values; the spec's
+        ``evaluation_hooks`` run through a ``HookCallback`` after ``callbacks``."""
         if self._mfn_eval is None:
             if not self._mfn_labels:
                 raise ValueError(
                     f"{self._mfn_owner}: built without labels, so it cannot evaluate; pass "
                     "labels= to model_fn_model."
                 )
-            object.__setattr__(
-                self,
-                "_mfn_eval",
-                EvalStep(
-                    lambda f, y: self._mfn_eval_spec(f, y),
-                    self._mfn_features,
-                    self._mfn_labels_spec,
-                    self._mfn_owner,
-                ),
+            step = EvalStep(
+                lambda f, y: self._mfn_run(f, y, EVAL),
+                self._mfn_features,
+                self._mfn_labels_spec,
+                self._mfn_owner,
             )
-        self._mfn_store.reset_locals(EVAL)
-        return super().evaluate(*args, **kwargs)
-
-    def _mfn_eval_spec(self, features: Any, labels: Any) -> Any:
-        spec, _ = self._mfn_run(features, labels, EVAL)
-        if _spec_hooks(spec, EVAL):
-            raise ValueError(
-                f"{self._mfn_owner}: the model_fn's EVAL spec has evaluation_hooks, which "
-                "evaluate does not run yet (docs/limits.md); return them only in TRAIN mode or "
-                "give them to a HookCallback of your own."
-            )
-        return spec
+            object.__setattr__(self, "_mfn_eval", step)
+            self._mfn_has_hooks[EVAL] = bool(spec_hooks(step.spec, EVAL))
+        callbacks = self._mfn_hook_callback(EVAL, callbacks)
+        with quiet_batch_logs(self._mfn_hook_keys.get(EVAL, [])):
+            return super().evaluate(*args, callbacks=callbacks, **kwargs)
 
     def test_step(self, data: Any) -> dict:
         features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -378,6 +356,6 @@ class ModelFnModel(keras.Model):
                 f"{self._mfn_owner}: evaluate got sample weights; the model_fn weighs its own "
                 "loss and metrics (give the weights as a feature)."
             )
-        loss = self._mfn_eval.update(features, labels)
+        loss, extras = self._mfn_eval.update(features, labels)
         self._mfn_loss.update_state(loss)
-        return {"loss": self._mfn_loss.result(), **self._mfn_eval.values()}
+        return {"loss": self._mfn_loss.result(), **self._mfn_eval.values(), **extras}

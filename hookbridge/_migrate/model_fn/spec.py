@@ -11,13 +11,62 @@ name; a tensor object held by the hook is replaced by that name, which the hook'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import re
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 #: Log keys HookCallback's graph already holds (its own ``loss`` and global step).
 _BRIDGE_KEYS = frozenset({"loss", "global_step"})
+
+#: The ``EstimatorSpec`` fields of each mode's hooks (``ModeKeys`` values; TRAIN's chief-only
+#: hooks first, as a chief ran them).
+_HOOK_FIELDS = {
+    "train": ("training_chief_hooks", "training_hooks"),
+    "eval": ("evaluation_hooks",),
+    "infer": ("prediction_hooks",),
+}
+
+
+def spec_hooks(spec: Any, mode: str) -> tuple:
+    """The spec's hooks of ``mode`` (a ``ModeKeys`` value)."""
+    return tuple(hook for name in _HOOK_FIELDS[mode] for hook in getattr(spec, name, None) or ())
+
+
+def hook_callback(
+    fresh_hooks: Callable[[], tuple[list, list]], log_names: Sequence[str], callbacks: Any
+) -> list:
+    """``callbacks`` and, after them, a ``HookCallback`` of the spec's hooks (as the Estimator
+    ran the caller's ``hooks=`` first, then the spec's), or ``callbacks`` if there are none.
+
+    Args:
+        fresh_hooks: returns the spec's hooks of a new ``model_fn`` call (as each
+            ``Estimator.train``/``evaluate`` call made them): (chief-only hooks, hooks).
+        log_names: the log keys of the tensors the hooks name (``hook_fetches``).
+        callbacks: the caller's callbacks (or None).
+    """
+    chief, hooks = fresh_hooks()
+    if not chief and not hooks:
+        return callbacks
+    from hookbridge._hook_callback.callback import HookCallback
+
+    bridge = HookCallback(hooks, chief_only_hooks=chief, log_names=list(log_names))
+    return [*(callbacks or []), bridge]
+
+
+@contextlib.contextmanager
+def quiet_batch_logs(keys: Sequence[str]) -> Iterator[None]:
+    """No ``HookCallback`` warning that ``keys`` are logged by no metric: the step returns the
+    hooks' tensors as the batch's own values, which is what the warning asks for."""
+    with warnings.catch_warnings():
+        for key in keys:
+            warnings.filterwarnings(
+                "ignore", message=f"HookCallback: Keras logs {re.escape(repr(key))} but no"
+            )
+        yield
 
 
 def hook_fetches(owner: str, mode: str, hooks: Sequence[Any], graph: tf.Graph) -> dict[str, Any]:

@@ -14,7 +14,6 @@ mode's ``eval_metric_ops`` as ``Estimator.evaluate`` did (``model_fn/evaluation.
 from __future__ import annotations
 
 import inspect
-import re
 import warnings
 from collections.abc import Callable
 from typing import Any

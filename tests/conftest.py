@@ -38,18 +38,42 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 DEEP = os.environ.get("HOOKBRIDGE_PROFILE", "ci") == "deep"
 
 
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+
+#: The stack this process runs (tox.ini): "keras3" (the primary: TF >= 2.16 with Keras 3),
+#: "tfkeras" (the same TensorFlow with tf_keras, TF_USE_LEGACY_KERAS=1) or "tf215" (TF 2.15 with
+#: Keras 2 and tensorflow-estimator).
+STACK = "keras3" if KERAS3 else ("tf215" if tf.__version__.startswith("2.15.") else "tfkeras")
+
+
 def pytest_collection_modifyitems(config, items):
     if DEEP or "deep" in (config.getoption("markexpr", "") or "").replace("not deep", ""):
         return
     skip = pytest.mark.skip(
         reason="deep profile only: HOOKBRIDGE_PROFILE=deep (or -m deep) runs it"
     )
+    # Subjects that do not change with the stack run once in CI, not three times; every stack
+    # runs them in the deep profile. Each marker carries the reason its subject qualifies; the
+    # closest one decides (a test marked per_tensorflow in a one_stack module is per_tensorflow).
     for item in items:
         if item.get_closest_marker("deep") is not None:
             item.add_marker(skip)
-
-
-KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+            continue
+        mark = next(
+            (m for m in item.iter_markers() if m.name in ("one_stack", "per_tensorflow")), None
+        )
+        if mark is None:
+            continue
+        if mark.name == "one_stack" and STACK != "keras3":
+            reason = f"CI runs it on keras3 only ({mark.args[0]}); deep runs it on every stack"
+        elif mark.name == "per_tensorflow" and STACK == "tfkeras":
+            reason = (
+                f"CI runs it on keras3 and tf215; tfkeras has keras3's TensorFlow "
+                f"({mark.args[0]}); deep runs it here too"
+            )
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def make_data(n: int = 64, dim: int = 4, seed: int = 0):

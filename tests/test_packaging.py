@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The wheel and sdist are built from the sources with setuptools: nothing here imports
+#: TensorFlow or Keras but the sdist's own run of test_tfcompat.py, which the suite runs anyway.
+pytestmark = pytest.mark.one_stack("the wheel and the sdist are the same files on every stack")
 #: What the sdist is built from: the repository's files (git and tox state left out).
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "CHANGELOG.md", "tox.ini",
            "mkdocs.yml", "hookbridge", "tests", "examples", "docs", "benchmarks")

@@ -25,6 +25,8 @@ from hookbridge._migrate.scan.report import render
 from hookbridge._migrate.twins import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The scan never imports TensorFlow; the oracle tests (TensorFlow's own columns) are per_tensorflow.
+pytestmark = pytest.mark.one_stack("the scan reads source text and never imports TensorFlow")
 WIDE_DEEP = ROOT / "tests" / "fixtures" / "wide_deep_project"
 CENSUS_MAIN = "official/r1/wide_deep/census_main.py"
 
@@ -467,6 +469,7 @@ def test_what_runs_under_an_if_or_a_loop(tmp_path):
 
 
 # ------------------------------------------------------- the one list, against TensorFlow
+@pytest.mark.per_tensorflow("the oracle is the installed TensorFlow's columns")
 def test_the_supported_list_names_what_tensorflow_builds():
     tf = pytest.importorskip("tensorflow")
     from tensorflow.python.feature_column import feature_column_v2 as fc_v2
@@ -530,6 +533,7 @@ def _native_key(column) -> str:
     return column.key
 
 
+@pytest.mark.per_tensorflow("the oracle is the installed TensorFlow's columns")
 @pytest.mark.parametrize(
     ("root", "module", "function", "path"),
     [

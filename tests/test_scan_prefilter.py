@@ -17,6 +17,7 @@ import pytest
 from hookbridge._migrate.scan import findings, prefilter, scan
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.one_stack("the scan reads source text and never imports TensorFlow")
 
 
 def _scan_reading_everything(path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -17,6 +17,7 @@ from hookbridge._migrate.scan import findings, scan
 from hookbridge._migrate.upgrade import engine
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.per_tensorflow("stage 0 is tf_upgrade_v2's tables and hookbridge's rules")
 BEFORE = ROOT / "tests" / "fixtures" / "upgrade"
 AFTER = ROOT / "tests" / "fixtures" / "upgrade_expected"
 

@@ -25,6 +25,7 @@ from hookbridge import cli
 from hookbridge._migrate.upgrade import command, engine, fast, tree
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.per_tensorflow("the rewrite is tf_upgrade_v2's tables and hookbridge's rules")
 FIXTURES = ROOT / "tests" / "fixtures" / "upgrade"
 EXPECTED = ROOT / "tests" / "fixtures" / "upgrade_expected"
 ENV = {

@@ -23,6 +23,12 @@ is gone from TF 2.16), and on Keras 3 not ``tf.compat.v1.layers`` either. It nam
   become their V2 layers (batch normalization then updates its statistics itself, another way,
   and leaves ``UPDATE_OPS`` empty). On Keras 3 ``tf.compat.v1.layers`` does not load at all.
 
+* ``export``: ``tf.estimator.export`` where tensorflow-estimator is installed; elsewhere
+  ``PredictOutput``, ``ClassificationOutput``, ``RegressionOutput`` (TensorFlow's own classes)
+  and ``ServingInputReceiver`` / ``TensorServingInputReceiver``, what a ``model_fn``'s
+  ``export_outputs`` and a ``serving_input_receiver_fn`` name for
+  ``model_fn_model(...).export_saved_model``.
+
 ``hookbridge upgrade --model-fn`` rewrites a tree's ``tf.estimator.ModeKeys`` /
 ``EstimatorSpec`` / ``TPUEstimatorSpec`` and ``tf.layers.*`` to these names (``docs/upgrade.md``).
 This module imports TensorFlow: ``import hookbridge`` alone does not load it.
@@ -30,10 +36,35 @@ This module imports TensorFlow: ``import hookbridge`` alone does not load it.
 
 from __future__ import annotations
 
+import types
+
+from hookbridge import _tfcompat
 from hookbridge._migrate.model_fn import v1_layers
-from hookbridge._migrate.model_fn.compat import EstimatorSpec, ModeKeys, TPUEstimatorSpec
+from hookbridge._migrate.model_fn.compat import (
+    NATIVE,
+    EstimatorSpec,
+    ModeKeys,
+    TPUEstimatorSpec,
+)
+from hookbridge._migrate.model_fn.export import ServingInputReceiver, TensorServingInputReceiver
 
 #: hookbridge's ``tf.compat.v1.layers`` functions, on every stack (see the module docstring).
 layers = v1_layers
 
-__all__ = ["EstimatorSpec", "ModeKeys", "TPUEstimatorSpec", "layers"]
+
+def _export() -> types.SimpleNamespace:
+    if NATIVE:
+        import tensorflow as tf
+
+        return tf.estimator.export
+    return types.SimpleNamespace(
+        **_tfcompat.export_output_classes(),
+        ServingInputReceiver=ServingInputReceiver,
+        TensorServingInputReceiver=TensorServingInputReceiver,
+    )
+
+
+#: ``tf.estimator.export`` (see the module docstring).
+export = _export()
+
+__all__ = ["EstimatorSpec", "ModeKeys", "TPUEstimatorSpec", "export", "layers"]

@@ -834,3 +834,17 @@ def test_captured_handles_names_the_placeholders_a_function_writes_a_variable_th
 
     traced()
     assert seen["local"] == [True, False]
+
+
+# ---- mfnspec2 ----
+def test_export_output_classes_are_tensorflows_own():
+    classes = _tfcompat.export_output_classes()
+    assert sorted(classes) == ["ClassificationOutput", "PredictOutput", "RegressionOutput"]
+    with tf.Graph().as_default():
+        scores = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        serialized = tf.compat.v1.placeholder(tf.string, [None])
+        sdef = classes["ClassificationOutput"](scores=scores).as_signature_def(
+            {"inputs": serialized}
+        )
+    assert sdef.method_name == "tensorflow/serving/classify"
+    assert sorted(sdef.outputs) == ["scores"]

@@ -41,6 +41,7 @@ from hookbridge._tfcompat.estimator import (  # noqa: F401
     canned_estimator_arguments,
     canned_head_settings,
     default_export_outputs,
+    export_output_classes,
 )
 from hookbridge._tfcompat.feature_columns import (  # noqa: F401
     feature_column_internals,

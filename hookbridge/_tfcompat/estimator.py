@@ -41,3 +41,12 @@ def default_export_outputs(export_outputs: Any, predictions: Any) -> dict[str, A
     from tensorflow.python.saved_model.model_utils import export_utils
 
     return export_utils.get_export_outputs(export_outputs, predictions)
+
+
+def export_output_classes() -> dict[str, type]:
+    """TensorFlow's ``PredictOutput``, ``ClassificationOutput`` and ``RegressionOutput`` (what
+    ``tf.estimator.export`` named; private ``saved_model.model_utils.export_output`` in TF)."""
+    from tensorflow.python.saved_model.model_utils import export_output
+
+    names = ("PredictOutput", "ClassificationOutput", "RegressionOutput")
+    return {name: getattr(export_output, name) for name in names}

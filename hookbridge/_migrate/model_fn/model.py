@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
+from hookbridge._migrate.model_fn import export
 from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.spec import (
     hook_callback,
@@ -265,6 +266,27 @@ class ModelFnModel(keras.Model):
         # The step returns the hooks' tensors as batch values: exact, not a running value.
         with quiet_batch_logs(self._mfn_hook_keys.get(TRAIN, [])):
             return super().fit(*args, callbacks=callbacks, **kwargs)
+
+    def export_saved_model(
+        self, export_dir_base: str, serving_input_receiver_fn: Callable[[], Any]
+    ) -> str:
+        """Writes the SavedModel ``Estimator.export_saved_model`` wrote: the ``model_fn`` in
+        PREDICT mode on ``serving_input_receiver_fn()``'s features, one signature per entry of
+        the spec's ``export_outputs`` (``predictions`` as the default ``PredictOutput`` when
+        there are none) with TensorFlow's signature keys and input/output names, the model's
+        current weights; in ``export_dir_base/<timestamp>``, written beside and renamed (complete
+        or absent).
+
+        Returns:
+            The export directory (a ``str``; the Estimator returned ``bytes``).
+        """
+        return export.export_saved_model(
+            lambda features: self._mfn_run(features, None, PREDICT)[0],
+            [*self._mfn_store.tf_variables(), self._mfn_step()],
+            export_dir_base,
+            serving_input_receiver_fn,
+            self._mfn_owner,
+        )
 
     # ---- Keras ----
     def compile(self, optimizer: Any = None, loss: Any = None, **kwargs: Any) -> None:

@@ -52,6 +52,10 @@ class VariableStore:
         """``{id(weight): TF1 name}`` of every weight made so far."""
         return {id(weight): name for name, (weight, _) in self._weights.items()}
 
+    def tf_variables(self) -> list[tf.Variable]:
+        """The ``tf.Variable`` of every weight and LOCAL variable made so far."""
+        return [v for _, v in self._weights.values()] + [v for v, _ in self._locals.values()]
+
     def weight(self, name: str) -> Any:
         """The Keras weight of the TF1 variable ``name``."""
         return self._weights[name][0]

@@ -202,6 +202,85 @@ def test_an_evaluation_hook_that_asks_to_stop_ends_evaluate_as_the_estimators(tm
     np.testing.assert_allclose(result["loss"], want["result"]["loss"], rtol=1e-5)
 
 
+def _eval_variable_model_fn(features, labels, mode, params):
+    """A linear model_fn that builds its optimizer in EVAL mode too (the same slots as TRAIN),
+    and, per ``params["eval_variable"]``, a variable of its EVAL mode only: global or local."""
+    from hookbridge.estimator_compat import EstimatorSpec
+
+    v1 = tf.compat.v1
+    kernel = v1.get_variable("kernel", [3, 1], initializer=v1.zeros_initializer())
+    logits = tf.matmul(features, kernel)
+    if mode == "infer":
+        return EstimatorSpec(mode, predictions=logits)
+    loss = tf.reduce_mean(tf.square(logits - labels))
+    step = v1.train.AdamOptimizer(0.1).minimize(loss, v1.train.get_or_create_global_step())
+    kind = params.get("eval_variable")
+    if mode == "eval" and kind:
+        collections = [v1.GraphKeys.LOCAL_VARIABLES] if kind == "local" else None
+        scale = v1.get_variable(
+            "scale", [], initializer=v1.constant_initializer(2.0), collections=collections
+        )
+        loss = loss * scale
+    metrics = {"mean_logit": v1.metrics.mean(logits)} if mode == "eval" else None
+    return EstimatorSpec(mode, loss=loss, train_op=step, eval_metric_ops=metrics)
+
+
+_X = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0], [3.0, 0.0, -1.0], [1.0, 1.0, 1.0]], "float32")
+_Y = np.array([[1.0], [2.0], [-1.0], [0.5]], "float32")
+
+
+def _xy():
+    return tf.data.Dataset.from_tensor_slices((_X, _Y)).repeat(3).batch(4)
+
+
+def _native_model_dir(tmp: Path, kind) -> tuple[str, object]:
+    """The Estimator trained 3 steps; its evaluate (or the error it raised)."""
+    estimator = tf.compat.v1.estimator.Estimator(
+        _eval_variable_model_fn, str(tmp / f"native_{kind}"), params={"eval_variable": kind}
+    )
+    estimator.train(_xy, steps=3)
+    try:
+        result = estimator.evaluate(lambda: _xy().take(1))
+    except tf.errors.NotFoundError as error:
+        result = error
+    return estimator.model_dir, result
+
+
+@pytest.mark.parametrize("kind", [None, "local"])
+def test_a_model_fn_building_variables_in_eval_mode_evaluates_as_the_estimator(tmp_path, kind):
+    model = hookbridge.model_fn_model(
+        _eval_variable_model_fn, params={"eval_variable": kind}, features=_X, labels=_Y
+    )
+    if compat.NATIVE:
+        model_dir, native = _native_model_dir(tmp_path, kind)
+        hookbridge.restore_checkpoint(model, model_dir)
+    else:
+        model.fit(_xy(), epochs=1, verbose=0)
+    kernel = model._mfn_store.weight("kernel").numpy()
+    for _ in range(2):  # a local variable starts from its initial value at each evaluate
+        result = model.evaluate(_xy().take(1), verbose=0, return_dict=True)
+        scale = 2.0 if kind == "local" else 1.0
+        np.testing.assert_allclose(
+            result["loss"], scale * np.mean((_X @ kernel - _Y) ** 2), rtol=1e-6
+        )
+        np.testing.assert_allclose(result["mean_logit"], np.mean(_X @ kernel), rtol=1e-6)
+    if compat.NATIVE:
+        assert native["global_step"] == 3
+        np.testing.assert_allclose(result["loss"], native["loss"], rtol=1e-6)
+        np.testing.assert_allclose(result["mean_logit"], native["mean_logit"], rtol=1e-6)
+
+
+def test_a_global_variable_made_in_eval_mode_only_is_refused_as_the_estimator_failed(tmp_path):
+    model = hookbridge.model_fn_model(
+        _eval_variable_model_fn, params={"eval_variable": "global"}, features=_X, labels=_Y
+    )
+    with pytest.raises(ValueError, match=r"creates variable 'scale' in eval mode only.*NotFound"):
+        model.evaluate(_xy().take(1), verbose=0)
+    if compat.NATIVE:  # the Estimator's evaluate could not restore it from its checkpoint
+        _, native = _native_model_dir(tmp_path, "global")
+        assert isinstance(native, tf.errors.NotFoundError), native
+
+
 if __name__ == "__main__":  # writes the native fixture (tf215: the Estimator)
     import tempfile
 

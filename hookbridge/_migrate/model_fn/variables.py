@@ -149,6 +149,17 @@ class VariableStore:
                 variable.assign(value)
 
     def _make(self, name: str, kwargs: dict, trainable: bool, mode: str) -> None:
+        if self.frozen and mode == "eval":
+            raise ValueError(
+                f"{self._owner}: the model_fn creates variable {name!r} in eval mode only (its "
+                "train and predict modes made no variable of that name). Estimator.evaluate "
+                "restored every global variable of the eval graph from the checkpoint, which "
+                f"the train graph wrote without {name!r}: it failed there too (NotFoundError), "
+                "and initialised it only when evaluating with no checkpoint at all. Make it in "
+                "the train mode too (it is then a weight, saved and restored), or a local "
+                "variable (collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES]: set to its "
+                "initial value at each evaluate, as the eval session's local_init_op did)."
+            )
         if self.frozen:
             raise ValueError(
                 f"{self._owner}: the model_fn created variable {name!r} in {mode} mode after the "

@@ -11,7 +11,7 @@ assigns; an ``init_from_checkpoint`` warm start. The same file trains under the 
 on TF 2.15 (``estimator_tf215.py``) and under ``hookbridge.model_fn_model`` on TF 2.21
 (``fit_tf221.py``): ``upgrade --model-fn`` pointed its ``tf.estimator.ModeKeys``,
 ``TPUEstimatorSpec`` and ``tf.compat.v1.layers.dense`` at ``hookbridge.estimator_compat``.
-``tests/fixtures/model_fns/bert.py`` is the same model for the oracle tests.
+The oracle tests load this very file as their BERT subject (``tests/fixtures/model_fns/bert.py``).
 """
 
 from __future__ import annotations

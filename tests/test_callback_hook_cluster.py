@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import step_reads
+from distributed.tf1_worker import NativeSharedStop, global_step
 
 import hookbridge
 
@@ -70,52 +71,13 @@ class StopAtEpochEnd(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-class NativeSharedStop(tf.compat.v1.train.SessionRunHook):
-    """The TF1 way, by hand: the chief sets a shared variable when the global step reaches
-    ``stop_at``; every worker fetches it with each run and stops its own session when set."""
-
-    def __init__(self, is_chief, stop_at):
-        self.is_chief, self.stop_at = is_chief, stop_at
-
-    def begin(self):
-        self.gs = tf.compat.v1.train.get_global_step()
-        scope = self.gs.op.name.rsplit("/", 1)[0]
-        with tf.compat.v1.device(self.gs.device), tf.compat.v1.name_scope(scope + "/native/"):
-            self.var = tf.compat.v1.Variable(False, collections=[], name="stop")
-            self.ready = tf.compat.v1.is_variable_initialized(self.var)
-            self.set = self.var.assign(True)
-
-    def after_create_session(self, session, coord):
-        if not session.run(self.ready):
-            session.run(self.var.initializer)
-
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs([self.gs, self.var])
-
-    def after_run(self, run_context, run_values):
-        step, stop = run_values.results
-        if self.is_chief and step + 1 >= self.stop_at:
-            run_context.session.run(self.set)
-            run_context.request_stop()
-        elif stop:
-            run_context.request_stop()
-
-
 def worker_graph(scope):
     """One worker's graph (variables under ``scope``, so tests sharing a server do not share
     state): the loss is fed; the train op adds ``inc`` (default 1) to the global step, after the
     global step's read (the one a fetch of it returns), so a fetched step is the step before."""
     g = tf.Graph()
     with g.as_default(), tf.name_scope(scope + "/"):
-        gs = tf.compat.v1.Variable(
-            np.int64(0),
-            trainable=False,
-            name="global_step",
-            collections=[
-                tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
-                tf.compat.v1.GraphKeys.GLOBAL_STEP,
-            ],
-        )
+        gs = global_step()
         value = tf.compat.v1.placeholder(tf.float32, [], name="value")
         tf.identity(value, name="loss")
         inc = tf.compat.v1.placeholder_with_default(np.int64(1), [], name="inc")

@@ -24,6 +24,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import tensorflow as tf
+from tf1_worker import NativeSharedStop, global_step  # a sibling: this folder is sys.path[0]
 
 import hookbridge
 
@@ -87,38 +88,6 @@ class StopAtEpochEnd(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-class NativeSharedStop(tf.compat.v1.train.SessionRunHook):
-    """The TF1 way, written by hand: the chief sets a shared variable (on the global step's
-    parameter server) when the step reaches ``stop_at``; every worker fetches it in its runs."""
-
-    def __init__(self, is_chief, stop_at):
-        self.is_chief, self.stop_at, self.stop_time = is_chief, stop_at, None
-
-    def begin(self):
-        self.gs = tf.compat.v1.train.get_global_step()
-        scope = self.gs.op.name.rsplit("/", 1)[0]
-        with tf.compat.v1.device(self.gs.device), tf.compat.v1.name_scope(scope + "/native/"):
-            self.var = tf.compat.v1.Variable(False, collections=[], name="stop")
-            self.ready = tf.compat.v1.is_variable_initialized(self.var)
-            self.set = self.var.assign(True)
-
-    def after_create_session(self, session, coord):
-        if not session.run(self.ready):
-            session.run(self.var.initializer)
-
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs([self.gs, self.var])
-
-    def after_run(self, run_context, run_values):
-        step, stop = run_values.results
-        if self.is_chief and step + 1 >= self.stop_at:
-            self.stop_time = time.time()
-            run_context.session.run(self.set)
-            run_context.request_stop()
-        elif stop:
-            run_context.request_stop()
-
-
 def build(scope, cluster, task):
     """The worker's graph under ``scope``: a fed loss, ``w`` (+1 per step) and the global step
     on the ps, the step incremented by the train op (unordered with its reads, as
@@ -128,15 +97,7 @@ def build(scope, cluster, task):
         cluster=cluster, worker_device=f"/job:worker/task:{task}"
     )
     with g.as_default(), tf.compat.v1.device(setter), tf.compat.v1.name_scope(scope + "/"):
-        gs = tf.compat.v1.Variable(
-            np.int64(0),
-            trainable=False,
-            name="global_step",
-            collections=[
-                tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
-                tf.compat.v1.GraphKeys.GLOBAL_STEP,
-            ],
-        )
+        gs = global_step()
         value = tf.compat.v1.placeholder(tf.float32, [], name="value")
         tf.identity(value, name="loss")
         w = tf.compat.v1.Variable(tf.zeros([2]), name="w")

@@ -740,12 +740,6 @@ def test_a_log_name_the_hook_callback_exposes_is_a_tensor_of_the_bridge(tmp_path
     }
 
 
-def test_the_canned_estimators_keras_twin_builds_are_the_scans():
-    from hookbridge._migrate.twins import arguments
-
-    assert set(arguments.SUPPORTED) == catalog.KERAS_TWINS
-
-
 GAN_JOB = '''"""A TF1 GAN job: two train ops, run alternately (written for this test)."""
 import tensorflow as tf
 import tensorflow_gan as tfgan

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Final, NamedTuple
 
 from hookbridge._migrate.scan import findings as f
+from hookbridge._migrate.twins import arguments
 
 RESULTS_PACKAGE_DIR: Final = "data/conformance"
 
@@ -169,18 +170,8 @@ TPU_ENTRIES: Final = frozenset({"TPUEstimator", "TPUEstimatorSpec", "RunConfig"}
 #: Estimators whose object's train/evaluate/predict are entry points.
 ESTIMATOR_CLASSES: Final = frozenset({"Estimator", "TPUEstimator"})
 
-#: Canned Estimators hookbridge.keras_twin builds (hookbridge/_migrate/twins/build.py; a test keeps
-#: the two lists equal).
-KERAS_TWINS: Final = frozenset(
-    {
-        "DNNClassifier",
-        "DNNRegressor",
-        "LinearClassifier",
-        "LinearRegressor",
-        "DNNLinearCombinedClassifier",
-        "DNNLinearCombinedRegressor",
-    }
-)
+#: Canned Estimators hookbridge.keras_twin builds (V1 names; its own list).
+KERAS_TWINS: Final = frozenset(arguments.SUPPORTED)
 CANNED_BY_HAND: Final = (
     "a canned Estimator hookbridge.keras_twin does not build: write its Keras model and map "
     "the Estimator's checkpoint with restore_checkpoint(model, model_dir, 'auto'); its hooks "

@@ -15,6 +15,7 @@ import ast
 from hookbridge._migrate.scan import catalog, spellings
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import is_tf, is_tpu, last_name, root_name
+from hookbridge._migrate.scan.flow import argument
 from hookbridge._migrate.scan.modules import Call, ModuleInfo
 from hookbridge._migrate.scan.twins import twin_verdict
 from hookbridge._migrate.scan.walk import dotted
@@ -118,19 +119,6 @@ class EntryPoints:
             return value.attr
         return ""
 
-    @staticmethod
-    def _argument(call: ast.Call, keyword: str, index: int | None) -> ast.AST | None:
-        for k in call.keywords:
-            if k.arg == keyword:
-                return k.value
-        if (
-            index is not None
-            and len(call.args) > index
-            and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1])
-        ):
-            return call.args[index]
-        return None
-
     def _elements(self, node: ast.AST | None, scopes: tuple[ast.AST, ...], depth: int = 0):
         """The elements of a list of hooks (or callbacks), following names to their values."""
         if node is None or depth > 4:
@@ -189,13 +177,13 @@ class EntryPoints:
                 continue
             if kind in ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
                 index = None  # positional hooks only on a known Estimator (not model.predict)
-            value = self._argument(node, keyword, index)
+            value = argument(node, keyword, index)
             label = self._entry_label(node, keyword, kind)
             for element in self._elements(value, call.scopes):
                 if isinstance(element, ast.Call):
                     self.hook_positions.setdefault(id(element), label)
             if kind == "HookCallback" and value is not None:
-                logged = self._argument(node, "log_names", None)
+                logged = argument(node, "log_names", None)
                 names = frozenset(
                     e.value
                     for e in getattr(logged, "elts", [])
@@ -204,7 +192,7 @@ class EntryPoints:
                 self._add_factory_scope(value, call.scopes, names)
         for keyword, index in catalog.CALLBACK_ARGUMENTS.get(kind, {}).items():
             label = self._entry_label(node, keyword, kind)
-            for element in self._elements(self._argument(node, keyword, index), call.scopes):
+            for element in self._elements(argument(node, keyword, index), call.scopes):
                 self.callback_positions.setdefault(id(element), label)
 
     def _mark_native(self, call: Call) -> None:
@@ -264,7 +252,7 @@ class EntryPoints:
         for keyword, index in catalog.HOOK_ARGUMENTS.get(kind, {}).items():
             if kind in ESTIMATOR_METHODS and self._receiver(node) not in self.estimator_vars:
                 index = None
-            value = self._argument(node, keyword, index)
+            value = argument(node, keyword, index)
             if value is None:
                 continue
             elements = self._elements(value, call.scopes)

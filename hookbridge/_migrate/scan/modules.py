@@ -132,12 +132,13 @@ class ModuleInfo:
             values = self.bindings.get((None if scope is None else id(scope), name))
             if values:
                 return values[0], scopes[:depth]  # recorded last first
-            if scope is not None and _is_parameter(scope, name):
+            if scope is not None and is_parameter(scope, name):
                 return None, scopes[:depth]
         return None, ()
 
 
-def _is_parameter(scope: ast.AST, name: str) -> bool:
+def is_parameter(scope: ast.AST, name: str) -> bool:
+    """Whether ``name`` is a parameter of the function (or lambda) ``scope``."""
     args = getattr(scope, "args", None)
     if not isinstance(args, ast.arguments):
         return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from hookbridge._migrate.scan.classes import last_name
-from hookbridge._migrate.scan.modules import ModuleInfo
+from hookbridge._migrate.scan.modules import ModuleInfo, is_parameter
 
 #: Nodes that open a scope (their bodies are other scopes').
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -77,11 +77,3 @@ def binding(m: ModuleInfo, scopes: tuple, name: str, line: int | None):
         if scope is not None and is_parameter(scope, name):
             return [], scopes[:depth], scope
     return [], (), None
-
-
-def is_parameter(scope: ast.AST, name: str) -> bool:
-    args = getattr(scope, "args", None)
-    if not isinstance(args, ast.arguments):
-        return False
-    every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
-    return any(a is not None and a.arg == name for a in every)

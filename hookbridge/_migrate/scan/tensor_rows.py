@@ -16,7 +16,13 @@ from hookbridge._migrate.scan import bridge_graph, catalog, tensors
 from hookbridge._migrate.scan import findings as f
 from hookbridge._migrate.scan.classes import last_name
 from hookbridge._migrate.scan.entries import EntryPoints, name_of
-from hookbridge._migrate.scan.flow import TENSOR_ARGS, Forwarded, Functions, argument_for
+from hookbridge._migrate.scan.flow import (
+    TENSOR_ARGS,
+    Forwarded,
+    Functions,
+    argument,
+    argument_for,
+)
 from hookbridge._migrate.scan.modules import Call
 from hookbridge._migrate.scan.verdicts import Key, Links, key
 
@@ -42,7 +48,7 @@ class TensorRows(EntryPoints):
         if last not in TENSOR_ARGS:
             return
         index, keyword, what = TENSOR_ARGS[last]
-        value = self._argument(call.node, keyword, index)
+        value = argument(call.node, keyword, index)
         on_bridge = any(id(s) in self.factory_scopes for s in call.scopes)
         for leaf in tensors.resolve(self.m, call.scopes, value, on_bridge, what, []):
             name = leaf.label[1:-1] if leaf.label[:1] in "'\"" else ""

@@ -20,6 +20,7 @@ from hookbridge._conform.runners import (
     SessionGraph,
     callback_hook,
     drive_fit,
+    drive_hook_callback,
     drive_loop,
     drive_session,
 )
@@ -240,24 +241,32 @@ def hook_traces(
         ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs.
     """
     run = _run_shape(steps, steps_per_epoch, losses)
-    from hookbridge import HookCallback
 
     def hooks(trace: Trace) -> list[Any]:
         made = _as_list(make_hook())
         return [_instrument_hook(h, f"{type(h).__name__}[{i}]", trace) for i, h in enumerate(made)]
 
-    native: Trace = []
-    native_errors: list[BaseException] = []
-    drive_session(lambda g: hooks(native), run, native, errors=native_errors)
-    bridged: Trace = []
-    bridged_errors: list[BaseException] = []
-    bridge = HookCallback(lambda: hooks(bridged))
-    drive = drive_loop if loop else drive_fit
-    try:
-        drive([bridge], run, bridged, errors=bridged_errors)
-    finally:
-        bridge.close()
-    return Conformance(native, bridged, *(_last(native_errors), _last(bridged_errors)))
+    def native(trace: Trace, errors: list[BaseException]) -> None:
+        drive_session(lambda g: hooks(trace), run, trace, errors=errors)
+
+    def bridged(trace: Trace, errors: list[BaseException]) -> None:
+        drive = drive_loop if loop else drive_fit
+        drive_hook_callback(lambda: hooks(trace), drive, run, trace, errors=errors)
+
+    return _both(native, bridged)
+
+
+def _both(
+    native: Callable[[Trace, list[BaseException]], Any],
+    bridged: Callable[[Trace, list[BaseException]], Any],
+) -> Conformance:
+    """The native world run, then the bridged one, each given a trace and an error list of its
+    own to fill."""
+    traces: tuple[Trace, Trace] = ([], [])
+    errors: tuple[list[BaseException], list[BaseException]] = ([], [])
+    native(traces[0], errors[0])
+    bridged(traces[1], errors[1])
+    return Conformance(*traces, _last(errors[0]), _last(errors[1]))
 
 
 def _last(errors: list[BaseException]) -> BaseException | None:
@@ -338,20 +347,20 @@ def callback_traces(
             _instrument_callback(c, f"{type(c).__name__}[{i}]", trace) for i, c in enumerate(made)
         ]
 
-    native: Trace = []
-    native_errors: list[BaseException] = []
-    drive_fit(callbacks(native), run, native, errors=native_errors)
-    bridged: Trace = []
-    bridged_errors: list[BaseException] = []
-    if loop:
-        drive_loop(callbacks(bridged), run, bridged, errors=bridged_errors)
-        return Conformance(native, bridged, _last(native_errors), _last(bridged_errors))
-    # Built before the session's graph, as a user builds them (inside a graph, tf_keras returns
-    # its graph-mode classes, which CallbackHook refuses).
-    made = callbacks(bridged)
+    def native(trace: Trace, errors: list[BaseException]) -> None:
+        drive_fit(callbacks(trace), run, trace, errors=errors)
 
-    def hooks(g: SessionGraph) -> list[Any]:
-        return [callback_hook(made, run, **callback_hook_kwargs)]
+    def bridged(trace: Trace, errors: list[BaseException]) -> None:
+        # Built before the session's graph, as a user builds them (inside a graph, tf_keras
+        # returns its graph-mode classes, which CallbackHook refuses).
+        made = callbacks(trace)
+        if loop:
+            drive_loop(made, run, trace, errors=errors)
+            return
 
-    drive_session(hooks, run, bridged, errors=bridged_errors)
-    return Conformance(native, bridged, _last(native_errors), _last(bridged_errors))
+        def hooks(g: SessionGraph) -> list[Any]:
+            return [callback_hook(made, run, **callback_hook_kwargs)]
+
+        drive_session(hooks, run, trace, errors=errors)
+
+    return _both(native, bridged)

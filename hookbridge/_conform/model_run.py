@@ -76,20 +76,9 @@ def hook_traces_on_model(
     bridged_errors: list[BaseException] = []
     bridge = HookCallback(lambda: hooks(bridged) + [probe])
     try:
-        training.model.fit(
-            training.x,
-            training.y,
-            batch_size=training.batch_size,
-            epochs=training.epochs,
-            shuffle=False,
-            verbose=0,
-            callbacks=[bridge],
-        )
-    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
-        bridged_errors.append(e)
+        _outcome(lambda: training.fit([bridge]), bridged, bridged_errors)
     finally:
-        bridge.close()
-    _outcome(bridged, _last(bridged_errors))
+        bridge.close()  # it calls no hook: the outcome stays the trace's last event
 
     native: Trace = []
     native_errors: list[BaseException] = []
@@ -106,8 +95,8 @@ def _drive_replay(
 ) -> None:
     graph = tf.Graph()
     keys = probe.keys or ["loss"]
-    error: BaseException | None = None
-    try:
+
+    def replay() -> None:
         with graph.as_default():
             global_step = v1.train.get_or_create_global_step()
             inputs = {k: v1.placeholder(tf.float32, [], name=f"{k}_in") for k in keys}
@@ -124,7 +113,5 @@ def _drive_replay(
                         break
                     row = probe.values[min(i, len(probe.values) - 1)] if probe.values else {}
                     sess.run(train_op, {inputs[k]: np.float32(row.get(k, 0.0)) for k in keys})
-    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
-        error = e
-        errors.append(e)
-    _outcome(trace, error)
+
+    _outcome(replay, trace, errors)

@@ -43,6 +43,18 @@ class Training:
     batch_size: int
     epochs: int
 
+    def fit(self, callbacks: list[Any]) -> Any:
+        """``model.fit`` on the data, in order, silent, with ``callbacks``: its History."""
+        return self.model.fit(
+            self.x,
+            self.y,
+            batch_size=self.batch_size,
+            epochs=self.epochs,
+            shuffle=False,
+            verbose=0,
+            callbacks=callbacks,
+        )
+
 
 @dataclasses.dataclass
 class Run:
@@ -170,17 +182,7 @@ def run_side(
         with captured(capture, folder):
             callbacks = inside(make_callbacks)
             try:
-                result = inside(
-                    lambda: training.model.fit(
-                        training.x,
-                        training.y,
-                        batch_size=training.batch_size,
-                        epochs=training.epochs,
-                        shuffle=False,
-                        verbose=0,
-                        callbacks=callbacks,
-                    )
-                )
+                result = inside(lambda: training.fit(callbacks))
                 history = {k: [float(v) for v in vs] for k, vs in result.history.items()}
             except Exception as e:  # noqa: BLE001 - how the run ended is compared
                 error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

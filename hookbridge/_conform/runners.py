@@ -27,6 +27,7 @@ Every runner ends the trace with ``("runner", "outcome", "ok")`` or
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -66,9 +67,23 @@ def _release_model_after(callbacks: list[Any]) -> None:
         _MODEL.clear()
 
 
-def _outcome(trace: Trace, error: BaseException | None) -> Trace:
+def _outcome(run: Callable[[], Any], trace: Trace, errors: list[BaseException] | None) -> Trace:
+    """Calls ``run``; ends ``trace`` with its outcome: ``ok`` or the type of the exception that
+    left it (which is also appended to ``errors``)."""
+    error: BaseException | None = None
+    try:
+        run()
+    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
+        error = e
+        if errors is not None:
+            errors.append(e)
     trace.append(("runner", "outcome", "ok" if error is None else type(error).__name__))
     return trace
+
+
+def _batch(run: _Run, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``i``-th batch of the Keras runs: one sample, ``x = 0, y = sqrt(loss)``."""
+    return np.zeros((1, 1), "float32"), np.array([[math.sqrt(run.loss(i))]], "float32")
 
 
 # ------------------------------------------------------------------------- TF1 session side
@@ -117,8 +132,8 @@ def drive_session(
     """
     g = session_graph or SessionGraph(run.end_of_input)
     limit = run.steps if run.end_of_input is None else run.end_of_input + 2
-    error: BaseException | None = None
-    try:
+
+    def steps() -> None:
         with g.graph.as_default():
             hooks = list(make_hooks(g))
             with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:
@@ -126,11 +141,8 @@ def drive_session(
                     if sess.should_stop():
                         break
                     sess.run(g.train_op, {g.loss_in: run.loss(i)})
-    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
-        error = e
-        if errors is not None:
-            errors.append(e)
-    return _outcome(trace, error)
+
+    return _outcome(steps, trace, errors)
 
 
 def recording_hooks(scenario: HookScenario, trace: Trace) -> list[RecordingHook]:
@@ -187,8 +199,8 @@ def drive_fit(
     callbacks = list(callbacks)
     model = keras_model()
     model.optimizer.iterations.assign(0)
-    error: BaseException | None = None
-    try:
+
+    def fit() -> None:
         if run.end_of_input is None:
             ys = np.array(
                 [[math.sqrt(run.loss(i))] for i in range(run.steps_per_epoch)], dtype="float32"
@@ -204,22 +216,12 @@ def drive_fit(
                 callbacks=callbacks,
             )
         else:
-            n = run.end_of_input
+            batches = (_batch(run, i) for i in range(run.end_of_input))
+            model.fit(batches, epochs=1, shuffle=False, verbose=0, callbacks=callbacks)
 
-            def batches() -> Any:
-                for i in range(n):
-                    yield (
-                        np.zeros((1, 1), "float32"),
-                        np.array([[math.sqrt(run.loss(i))]], "float32"),
-                    )
-
-            model.fit(batches(), epochs=1, shuffle=False, verbose=0, callbacks=callbacks)
-    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
-        error = e
-        if errors is not None:
-            errors.append(e)
+    _outcome(fit, trace, errors)
     _release_model_after(callbacks)
-    return _outcome(trace, error)
+    return trace
 
 
 def run_fit(scenario: CallbackScenario) -> Trace:
@@ -230,12 +232,27 @@ def run_fit(scenario: CallbackScenario) -> Trace:
 
 def run_hook_callback(scenario: HookScenario, **callback_kwargs: Any) -> Trace:
     """Bridged: the recording hooks under ``HookCallback`` in Keras ``fit``."""
+    trace: Trace = []
+    hooks = functools.partial(recording_hooks, scenario, trace)
+    return drive_hook_callback(hooks, drive_fit, scenario, trace, **callback_kwargs)
+
+
+def drive_hook_callback(
+    make_hooks: Callable[[], Sequence[Any]],
+    drive: Callable[..., Trace],
+    run: _Run,
+    trace: Trace,
+    *,
+    errors: list[BaseException] | None = None,
+    **callback_kwargs: Any,
+) -> Trace:
+    """``HookCallback(make_hooks, **callback_kwargs)`` run by ``drive`` (:func:`drive_fit` or
+    :func:`drive_loop`) over ``run``'s steps, then closed."""
     from hookbridge import HookCallback
 
-    trace: Trace = []
-    bridge = HookCallback(lambda: recording_hooks(scenario, trace), **callback_kwargs)
+    bridge = HookCallback(make_hooks, **callback_kwargs)
     try:
-        return drive_fit([bridge], scenario, trace)
+        return drive([bridge], run, trace, errors=errors)
     finally:
         bridge.close()
 
@@ -265,27 +282,22 @@ def drive_loop(
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return {"loss": loss}
 
-    def batch(i: int) -> tuple[Any, Any]:
-        return np.zeros((1, 1), "float32"), np.array([[math.sqrt(run.loss(i))]], "float32")
-
     if run.end_of_input is None:  # fit knows the size of arrays
-        data: Any = [batch(i) for i in range(run.steps_per_epoch)]
+        data: Any = [_batch(run, i) for i in range(run.steps_per_epoch)]
         epochs = run.epochs
     else:  # a generator, as drive_fit's: its size is unknown
-        data, epochs = (batch(i) for i in range(run.end_of_input)), 1
-    error: BaseException | None = None
-    try:
+        data, epochs = (_batch(run, i) for i in range(run.end_of_input)), 1
+
+    def steps() -> None:
         loop = CallbackLoop(model, callbacks, data=data, epochs=epochs)
         with loop:
             for _ in loop.epochs():
                 for x, y in loop.steps():
                     loop.step_end(step(x, y))
-    except Exception as e:  # noqa: BLE001 - the run's outcome is part of the trace
-        error = e
-        if errors is not None:
-            errors.append(e)
+
+    _outcome(steps, trace, errors)
     _release_model_after(callbacks)
-    return _outcome(trace, error)
+    return trace
 
 
 def run_loop(scenario: CallbackScenario) -> Trace:
@@ -296,11 +308,6 @@ def run_loop(scenario: CallbackScenario) -> Trace:
 
 def run_hook_callback_in_loop(scenario: HookScenario, **callback_kwargs: Any) -> Trace:
     """Bridged twice: the recording hooks under ``HookCallback`` in a ``CallbackLoop``."""
-    from hookbridge import HookCallback
-
     trace: Trace = []
-    bridge = HookCallback(lambda: recording_hooks(scenario, trace), **callback_kwargs)
-    try:
-        return drive_loop([bridge], scenario, trace)
-    finally:
-        bridge.close()
+    hooks = functools.partial(recording_hooks, scenario, trace)
+    return drive_hook_callback(hooks, drive_loop, scenario, trace, **callback_kwargs)

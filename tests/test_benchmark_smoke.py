@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+#: benchmarks/ has no TensorFlow/Keras version branch (the stack only names itself in the
+#: report); the bridge it times is tested on every stack by the rest of the suite.
+pytestmark = pytest.mark.one_stack("the benchmark scripts have no TensorFlow/Keras version branch")
 CASES = (
     "bare",
     "keras_noop",

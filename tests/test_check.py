@@ -189,6 +189,7 @@ def test_bad_input_exits_2(args, message):
     assert out == ""
 
 
+@pytest.mark.one_stack("the CLI's error path: argparse and importlib, no version branch")
 def test_bad_input_subprocess_and_json():
     proc = _cli("check_targets:nope", "--format", "json")
     assert proc.returncode == 2
@@ -240,6 +241,7 @@ def test_a_file_path_target():
     assert out.splitlines()[0].endswith("(hook, 3 steps, 3 per epoch): conforms")
 
 
+@pytest.mark.one_stack("resolve() is importlib: no TensorFlow/Keras version branch")
 def test_imports_only_the_named_module(tmp_path):
     pkg = tmp_path / "project"
     pkg.mkdir()

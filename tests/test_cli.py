@@ -137,6 +137,7 @@ def _modules_loaded(code: str) -> list[str]:
     return eval(proc.stdout.strip().splitlines()[-1])  # a printed list of module names
 
 
+@pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
 def test_pytest_plugin_and_help_load_no_tensorflow():
     assert _modules_loaded("import hookbridge.testing.pytest_plugin") == []
     assert _modules_loaded("import hookbridge, hookbridge.testing") == []
@@ -151,6 +152,7 @@ def test_pytest_plugin_and_help_load_no_tensorflow():
         assert _modules_loaded(code) == [], argv
 
 
+@pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
 def test_tensorflow_is_imported_on_first_use():
     # The probe above can see TensorFlow: a public name that needs it loads it.
     loaded = _modules_loaded("import hookbridge\nhookbridge.HookCallback")
@@ -178,6 +180,7 @@ def test_help_lists_the_subcommands(capsys):
     assert "demo" in out and "scan" in out
 
 
+@pytest.mark.one_stack("the default folder is argparse's; the demo itself runs on every stack")
 def test_demo_writes_into_default_directory(tmp_path):
     proc = _run("demo", "--steps", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -214,6 +217,7 @@ def _tensorflow_import_noise(env: dict) -> list[str]:
     return [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
 
 
+@pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
 def test_check_prints_its_verdict_without_tensorflows_start_up_lines():
     env = _env_without_tf_settings()
     noisy = _tensorflow_import_noise(env)  # what a bare `import tensorflow` prints here
@@ -228,6 +232,7 @@ def test_check_prints_its_verdict_without_tensorflows_start_up_lines():
         pytest.skip("this TensorFlow prints nothing on import here: nothing was filtered")
 
 
+@pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
 def test_a_log_level_the_user_set_is_kept():
     env = _env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0")
     noisy = _tensorflow_import_noise(env)
@@ -256,6 +261,7 @@ def test_quiet_tensorflow_keeps_other_lines():
     assert not _IMPORT_NOISE.match(b"Traceback (most recent call last):")
 
 
+@pytest.mark.one_stack("TensorFlow is made unfindable: no stack is involved")
 def test_check_without_tensorflow_says_how_to_install_it(tmp_path):
     # TensorFlow made unfindable in this interpreter only (the environment has it installed).
     code = (

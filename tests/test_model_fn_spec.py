@@ -287,3 +287,31 @@ def test_a_model_fn_without_local_variables_trains_without_the_streaming_warning
 def _dense(x):
     kernel = tf.compat.v1.get_variable("kernel", [2, 1], initializer=tf.zeros_initializer())
     return tf.matmul(x, kernel)
+
+
+def test_prediction_hooks_are_not_run_and_predict_says_so_once():
+    from hookbridge.estimator_compat import EstimatorSpec
+
+    seen = []
+
+    class Recording(tf.compat.v1.train.SessionRunHook):
+        def __init__(self, logits):
+            self.logits = logits  # a batch tensor, which no Keras log can hold
+
+        def begin(self):
+            seen.append("begin")
+
+    def model_fn(features, mode):
+        logits = tf.identity(_dense(features), name="logits")
+        return EstimatorSpec(mode, predictions=logits, prediction_hooks=[Recording(logits)])
+
+    x = np.ones((4, 2), "float32")
+    model = hookbridge.model_fn_model(model_fn, features=x)
+    with pytest.warns(UserWarning, match="prediction_hooks, which predict does not run"):
+        first = model.predict(x, verbose=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = model.predict(x, verbose=0)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, np.zeros((4, 1)))
+    assert seen == []  # not run: said, never half-run

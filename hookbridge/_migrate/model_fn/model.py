@@ -13,7 +13,6 @@ mode's ``eval_metric_ops`` as ``Estimator.evaluate`` did (``model_fn/evaluation.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from hookbridge._hook_callback.graph import set_tf1_names
 from hookbridge._migrate.model_fn import export
 from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.spec import (
+    call_model_fn,
     hook_callback,
     hook_fetches,
     quiet_batch_logs,
@@ -92,35 +92,6 @@ def _spec_of(structure: Any) -> Any:
     return tf.nest.map_structure(spec, structure)
 
 
-def _call_model_fn(
-    model_fn: Callable[..., Any], features: Any, labels: Any, mode: str, params: Any, config: Any
-) -> Any:
-    """Calls ``model_fn`` with the arguments it names, as ``Estimator._call_model_fn`` does."""
-    names = inspect.signature(model_fn).parameters
-    kwargs: dict[str, Any] = {}
-    if "labels" in names:
-        kwargs["labels"] = labels
-    elif labels is not None and mode != PREDICT:
-        raise ValueError("model_fn_model: the model_fn takes no labels, but labels were given.")
-    if "mode" in names:
-        kwargs["mode"] = mode
-    if "params" in names:
-        kwargs["params"] = params
-    elif params:
-        raise ValueError("model_fn_model: params were given, but the model_fn takes no params.")
-    if "config" in names:
-        kwargs["config"] = config
-    # As the Estimator calls it: plain Python building a graph, never rewritten by autograph
-    # (fit's train_step is a tf.function that would convert the model_fn's `if`s and loops).
-    # In the graph semantics of the Estimator's tf.Graph: tensors and variables hashable, `==`
-    # identity (tensorflow-estimator's EstimatorSpec builds set(LOCAL_VARIABLES)).
-    with _tfcompat.tf1_graph_equality():
-        spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
-        if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as TPUEstimator runs it on CPU
-            spec = spec.as_estimator_spec()  # (TF's makes an EstimatorSpec: set(LOCAL_VARIABLES))
-    return spec
-
-
 def _writes_only(op: Any, handles: set[int]) -> bool:
     """Whether every variable ``op`` takes is one of ``handles`` (ids of its inputs)."""
     resources = [t for t in op.inputs if t.dtype == tf.resource]
@@ -138,6 +109,7 @@ class ModelFnModel(keras.Model):
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
         self._mfn_warned_locals = False
+        self._mfn_warned_predict = False
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
@@ -168,12 +140,12 @@ class ModelFnModel(keras.Model):
     def _mfn_build(self, features: Any, labels: Any) -> None:
         self.compile()
         self._mfn_features = features
+        #: Per mode, whether its spec has hooks (EVAL: known at the first evaluate).
+        self._mfn_has_hooks: dict[str, bool] = {}
         tf.function(lambda f: self._mfn_run(f, None, PREDICT)[0].predictions).get_concrete_function(
             features
         )
         self._mfn_labels_spec = labels
-        #: Per mode, whether its spec has hooks (EVAL: known at the first evaluate).
-        self._mfn_has_hooks: dict[str, bool] = {}
         if labels is not None:
             self._mfn_labels = True
 
@@ -199,9 +171,13 @@ class ModelFnModel(keras.Model):
         model_fn, params, config = self._mfn
         with self._mfn_store.scope(self._mfn_step, mode) as graph:
             first = len(graph.get_operations())
-            spec = _call_model_fn(model_fn, features, labels, mode, params, config)
+            spec = call_model_fn(model_fn, features, labels, mode, params, config)
             refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
-            extras = hook_fetches(self._mfn_owner, mode, spec_hooks(spec, mode), graph)
+            hooks = spec_hooks(spec, mode)
+            if mode == PREDICT:  # not run (predict warns): nothing of theirs is fetched
+                self._mfn_has_hooks[PREDICT] = bool(hooks)
+                hooks = ()
+            extras = hook_fetches(self._mfn_owner, mode, hooks, graph)
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
@@ -345,6 +321,20 @@ class ModelFnModel(keras.Model):
         loss, extras = self._mfn_train_graph(features, labels)
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result(), **extras}
+
+    def predict(self, *args: Any, **kwargs: Any) -> Any:
+        """Keras ``predict``: the PREDICT spec's ``predictions``; its ``prediction_hooks`` are
+        not run (a warning says so, docs/limits.md)."""
+        if self._mfn_has_hooks.get(PREDICT) and not self._mfn_warned_predict:
+            self._mfn_warned_predict = True
+            warnings.warn(
+                f"{self._mfn_owner}: the PREDICT spec has prediction_hooks, which predict does "
+                "not run (Estimator.predict ran them on each batch's predictions): a "
+                "HookCallback in predict mode holds the model's outputs only, not the "
+                "model_fn's tensors they name (docs/limits.md). Run what they do after predict.",
+                stacklevel=2,
+            )
+        return super().predict(*args, **kwargs)
 
     def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
         """Keras ``evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode

@@ -12,12 +12,15 @@ name; a tensor object held by the hook is replaced by that name, which the hook'
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
+
+from hookbridge import _tfcompat
 
 #: Log keys HookCallback's graph already holds (its own ``loss`` and global step).
 _BRIDGE_KEYS = frozenset({"loss", "global_step"})
@@ -29,6 +32,35 @@ _HOOK_FIELDS = {
     "eval": ("evaluation_hooks",),
     "infer": ("prediction_hooks",),
 }
+
+
+def call_model_fn(
+    model_fn: Callable[..., Any], features: Any, labels: Any, mode: str, params: Any, config: Any
+) -> Any:
+    """Calls ``model_fn`` with the arguments it names, as ``Estimator._call_model_fn`` does."""
+    names = inspect.signature(model_fn).parameters
+    kwargs: dict[str, Any] = {}
+    if "labels" in names:
+        kwargs["labels"] = labels
+    elif labels is not None and mode != "infer":
+        raise ValueError("model_fn_model: the model_fn takes no labels, but labels were given.")
+    if "mode" in names:
+        kwargs["mode"] = mode
+    if "params" in names:
+        kwargs["params"] = params
+    elif params:
+        raise ValueError("model_fn_model: params were given, but the model_fn takes no params.")
+    if "config" in names:
+        kwargs["config"] = config
+    # As the Estimator calls it: plain Python building a graph, never rewritten by autograph
+    # (fit's train_step is a tf.function that would convert the model_fn's `if`s and loops).
+    # In the graph semantics of the Estimator's tf.Graph: tensors and variables hashable, `==`
+    # identity (tensorflow-estimator's EstimatorSpec builds set(LOCAL_VARIABLES)).
+    with _tfcompat.tf1_graph_equality():
+        spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
+        if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as TPUEstimator runs it on CPU
+            spec = spec.as_estimator_spec()  # (TF's makes an EstimatorSpec: set(LOCAL_VARIABLES))
+    return spec
 
 
 def spec_hooks(spec: Any, mode: str) -> tuple:

@@ -65,19 +65,44 @@ def _in_process(*args: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def test_conforming_hook_subprocess():
-    proc = _cli("check_targets:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    first = proc.stdout.splitlines()[0]
+#: Each check below runs ``hookbridge check`` as a user does (a subprocess: the entry point, argv,
+#: exit status and stdout) and in process (``check_mod.main``, what the entry point calls). The
+#: verdict depends on the stack: in process it runs on every stack. The subprocess adds only the
+#: wiring, which has no TensorFlow/Keras version branch: in CI it runs on keras3 (each is a
+#: TensorFlow start-up), on every stack in the deep profile.
+HOW = pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("subprocess", marks=pytest.mark.one_stack("the entry point's wiring")),
+        "in_process",
+    ],
+)
+
+
+def _check(how: str, *args: str) -> tuple[int, str, str]:
+    """``hookbridge check ARGS`` in a subprocess or in process: (exit status, stdout, stderr)."""
+    if how == "in_process":
+        return _in_process(*args)
+    proc = _cli(*args)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@HOW
+def test_conforming_hook(how):
+    code, out, err = _check(
+        how, "check_targets:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2"
+    )
+    assert code == 0, err[-3000:]
+    first = out.splitlines()[0]
     assert first == "check_targets:make_loss_every_2 (hook, 4 steps, 2 per epoch): conforms"
     # begin + (before_run, after_run) x 4 + the runner's outcome, in both worlds.
-    assert "gave the same 10 events" in proc.stdout
+    assert "gave the same 10 events" in out
 
 
-def test_non_conforming_hook_shows_the_diff_subprocess():
-    proc = _cli("check_targets:DenseWatcher")
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    out = proc.stdout
+@HOW
+def test_non_conforming_hook_shows_the_diff(how):
+    code, out, err = _check(how, "check_targets:DenseWatcher")
+    assert code == 1, err[-3000:]
     assert "check_targets:DenseWatcher (hook, 6 steps, 3 per epoch): does NOT conform" in out
     assert "first difference at event 1" in out
     # Side by side: natively two float tensors (dense/kernel, dense/bias), bridged none.
@@ -89,10 +114,11 @@ def test_non_conforming_hook_shows_the_diff_subprocess():
     assert "native" in out and "HookCallback" in out
 
 
-def test_callback_json_subprocess():
-    proc = _cli("check_targets:make_early_stopping", "--callback", "--format", "json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    payload = json.loads(proc.stdout)
+@HOW
+def test_callback_json(how):
+    code, out, err = _check(how, "check_targets:make_early_stopping", "--callback", "--format", "json")
+    assert code == 0, err[-3000:]
+    payload = json.loads(out)
     assert payload["direction"] == "callback" and payload["conforms"] is True
     assert payload["first_difference"] is None and payload["diff"] is None
     assert payload["native"] == payload["bridged"]
@@ -290,15 +316,16 @@ def test_defaults_adapt_to_what_the_user_gives(steps, per_epoch, shape):
     assert check_mod.CheckRequest("m:f", steps, per_epoch).shape() == shape
 
 
-def test_steps_alone_is_not_refused_subprocess():
+@HOW
+def test_steps_alone_is_not_refused(how):
     # The report of issue 26: `--steps 10` failed on a --steps-per-epoch the user never set.
-    proc = _cli("check_targets:make_loss_every_2", "--steps", "10")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[0] == (
+    code, out, err = _check(how, "check_targets:make_loss_every_2", "--steps", "10")
+    assert code == 0, err[-3000:]
+    assert out.splitlines()[0] == (
         "check_targets:make_loss_every_2 (hook, 10 steps, 5 per epoch): conforms"
     )
     # begin + (before_run, after_run) x 10 + outcome: all ten steps ran in both worlds.
-    assert "gave the same 22 events" in proc.stdout
+    assert "gave the same 22 events" in out
 
 
 # ------------------------------------------------------------- --replaced-by (item 9)

@@ -10,6 +10,8 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
@@ -129,6 +131,10 @@ def test_callbacks_in_monitored_session_early_stopping(tmp_path):
     assert final_lr < 0.1  # ReduceLROnPlateau assigned the graph variable
 
 
+@pytest.mark.one_stack(
+    "the kit on these classes runs in process on every stack: "
+    "test_check.py::test_check_on_every_examples_hooks; here, the script's own main"
+)
 def test_conformance_kit_example_checks_a_hook_and_a_callback():
     out = run_example("conformance_kit.py").stdout
     assert re.search(r"LossThresholdHook conforms \(\d+ events\)", out), out

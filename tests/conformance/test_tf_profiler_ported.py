@@ -27,7 +27,12 @@ from conftest import make_model
 
 import hookbridge
 
-from .test_tf_basic_hooks_ported import MOCK_START_TIME, clock  # noqa: F401 (a fixture)
+from .test_tf_basic_hooks_ported import (  # noqa: F401 (clock: a fixture)
+    MOCK_START_TIME,
+    EachRun,
+    _nothing,
+    clock,
+)
 from .test_tf_hooks_ported import fit, iterations, native_graph
 
 train = tf.compat.v1.train
@@ -35,33 +40,13 @@ keras = tf.keras
 
 
 # -- the two worlds -----------------------------------------------------------------------------
-def _nothing(run):
-    pass
-
-
-class BeforeEachRun(keras.callbacks.Callback):
-    """Calls ``before(i)`` before the i-th Keras step's hooks (i from 1) and ``before("end")``
-    before their ``end()``: what ``native`` does around each ``sess.run``."""
-
-    def __init__(self, before):
-        super().__init__()
-        self.before, self.runs = before, 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.runs += 1
-        self.before(self.runs)
-
-    def on_train_end(self, logs=None):
-        self.before("end")
-
-
 def bridged(make_hooks, runs, before=_nothing, **kwargs):
     """``fit`` of ``runs`` Keras steps under ``HookCallback(make_hooks)``: the steps run."""
     model = fit(
         hookbridge.HookCallback(make_hooks, **kwargs),
         steps=runs,
         model=make_model(),
-        extra=[BeforeEachRun(before)],
+        extra=[EachRun(before)],
     )
     return iterations(model)
 

@@ -137,6 +137,37 @@ def test_the_saved_model_answers_as_the_estimators_export(tmp_path):
             )
 
 
+def test_predict_returns_the_predictions_the_estimator_predicted(tmp_path):
+    """``predict`` gives the spec's ``predictions`` dict, batched, equal to ``Estimator.predict``
+    (tf215) and to what the Estimator's export answered for the same rows (every stack)."""
+    want = json.loads(EXPORT_FILE.read_text())["raw:serving_default"]["outputs"]
+    rows = _inputs()["x"].numpy()
+    got = _model().predict(rows, batch_size=2, verbose=0)
+    assert sorted(got) == ["classes", "logits", "probabilities"]
+    if compat.NATIVE:
+        mnist = _mnist()
+        shutil.copytree(HERE / "mnist" / "model_dir", tmp_path / "native")
+        estimator = tf.compat.v1.estimator.Estimator(
+            export_model_fn,
+            params=dict(mnist.PARAMS),
+            config=mnist._run_config(tmp_path / "native", {}),
+        )
+        batches = estimator.predict(
+            lambda: tf.data.Dataset.from_tensor_slices(rows).batch(2),
+            yield_single_examples=False,
+        )
+        native = {k: np.concatenate(v) for k, v in _by_key(list(batches)).items()}
+        assert sorted(native) == sorted(got)
+        for key, value in native.items():
+            np.testing.assert_allclose(got[key], value, rtol=0, atol=1e-6, err_msg=key)
+    np.testing.assert_array_equal(got["classes"], want["classes"])
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], rtol=0, atol=1e-6)
+
+
+def _by_key(batches: list) -> dict:
+    return {key: [batch[key] for batch in batches] for key in batches[0]}
+
+
 def test_an_export_that_fails_leaves_nothing_behind(tmp_path):
     def broken_receiver_fn():
         receiver = serving_input_receiver_fn()

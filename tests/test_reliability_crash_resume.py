@@ -38,6 +38,22 @@ def _signal_and_wait(cfg, where):
     time.sleep(120)  # the parent kills us here
 
 
+def fault_listener(tf, cfg):
+    """A ``CheckpointSaverListener`` that signals and waits (to be killed) before or after the
+    save at the step ``cfg`` names (``kill_before_save``, ``kill_after_save``)."""
+
+    class Listener(tf.compat.v1.train.CheckpointSaverListener):
+        def before_save(self, session, global_step_value):
+            if cfg.get("kill_before_save") == global_step_value:
+                _signal_and_wait(cfg, "before_save")
+
+        def after_save(self, session, global_step_value):
+            if cfg.get("kill_after_save") == global_step_value:
+                _signal_and_wait(cfg, "after_save")
+
+    return Listener()
+
+
 def child_hook_callback(cfg):
     """Direction 1: Keras fit with CheckpointSaverHook under HookCallback (docs/resume.md)."""
     import tensorflow as tf
@@ -61,18 +77,9 @@ def child_hook_callback(cfg):
             if cfg.get("kill_after_step") == run_values.results + 1:
                 _signal_and_wait(cfg, "mid-run")
 
-    class Listener(tf.compat.v1.train.CheckpointSaverListener):
-        def before_save(self, session, global_step_value):
-            if cfg.get("kill_before_save") == global_step_value:
-                _signal_and_wait(cfg, "before_save")
-
-        def after_save(self, session, global_step_value):
-            if cfg.get("kill_after_save") == global_step_value:
-                _signal_and_wait(cfg, "after_save")
-
     hooks = [
         tf.compat.v1.train.CheckpointSaverHook(
-            cfg["dir"], save_steps=SAVE_STEPS, listeners=[Listener()]
+            cfg["dir"], save_steps=SAVE_STEPS, listeners=[fault_listener(tf, cfg)]
         ),
         tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP),
         Fault(),
@@ -137,15 +144,6 @@ def child_callback_hook(cfg):
                 if cfg.get("kill_after_step") == seen[-1]:
                     _signal_and_wait(cfg, "mid-run")
 
-        class Listener(tf.compat.v1.train.CheckpointSaverListener):
-            def before_save(self, session, global_step_value):
-                if cfg.get("kill_before_save") == global_step_value:
-                    _signal_and_wait(cfg, "before_save")
-
-            def after_save(self, session, global_step_value):
-                if cfg.get("kill_after_save") == global_step_value:
-                    _signal_and_wait(cfg, "after_save")
-
         os.makedirs(cfg["mc"], exist_ok=True)
         callbacks = [
             keras.callbacks.ModelCheckpoint(
@@ -159,7 +157,7 @@ def child_callback_hook(cfg):
             Fault(),
         ]
         saver = tf.compat.v1.train.CheckpointSaverHook(
-            cfg["dir"], save_steps=SAVE_STEPS, listeners=[Listener()]
+            cfg["dir"], save_steps=SAVE_STEPS, listeners=[fault_listener(tf, cfg)]
         )
         with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=cfg["dir"],

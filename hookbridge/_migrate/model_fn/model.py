@@ -8,7 +8,9 @@ Keras weights under their TF1 names (``VariableStore``), slots and ``beta1_power
 ``fit`` runs the spec's ``training_hooks`` through a ``HookCallback`` (``model_fn/spec.py``); the
 ``model_fn``'s LOCAL variables (streaming metrics) are state outside the checkpoint, reset at
 each ``fit`` as the Estimator's ``local_init_op`` at each ``train``; ``evaluate`` runs the EVAL
-mode's ``eval_metric_ops`` as ``Estimator.evaluate`` did (``model_fn/evaluation.py``).
+mode's ``eval_metric_ops`` and ``evaluation_hooks`` as ``Estimator.evaluate`` did
+(``model_fn/evaluation.py``); ``export_saved_model`` writes the spec's ``export_outputs`` as
+``Estimator.export_saved_model`` did (``model_fn/export.py``).
 """
 
 from __future__ import annotations

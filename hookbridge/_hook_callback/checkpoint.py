@@ -80,7 +80,8 @@ def restore_checkpoint(
         The checkpoint's global step.
 
     Raises:
-        FileNotFoundError: ``path`` holds no checkpoint.
+        FileNotFoundError: ``path`` holds no checkpoint, or one whose files cannot be read
+            (truncated; the model is left unchanged).
         ValueError: the model is not built, or its weights do not match the checkpoint (the
             message lists what the checkpoint holds).
 
@@ -107,7 +108,7 @@ def restore_checkpoint(
     if not prefix:
         raise FileNotFoundError(f"restore_checkpoint: no checkpoint found in {path!r}.")
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        reader = _assignment.CheckpointValues(tf.train.load_checkpoint(prefix), prefix)
     except Exception as e:  # NotFoundError / DataLossError from the reader
         raise FileNotFoundError(
             f"restore_checkpoint: cannot read checkpoint {prefix!r}: {e}"

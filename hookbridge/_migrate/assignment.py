@@ -67,6 +67,37 @@ def as_map(pairs: Sequence[tuple[str, int]]) -> dict[Any, int]:
     return {(n[0] if len(n) == 1 else tuple(n)): i for i, n in by_weight.items()}
 
 
+class CheckpointValues:
+    """A checkpoint reader whose ``get_tensor`` names the checkpoint and the variable when the
+    data cannot be read (a truncated or partly copied ``.data`` file: TensorFlow's reader then
+    raises a bare ``IndexError`` or ``DataLossError``, its index having opened fine), and keeps
+    what :meth:`prefetch` read, so a restore reads every value before it sets any."""
+
+    def __init__(self, reader: Any, prefix: str) -> None:
+        self._reader, self._prefix = reader, prefix
+        self._read: dict[str, Any] = {}
+
+    def prefetch(self, names: Sequence[str]) -> None:
+        """Reads ``names`` now (``get_tensor`` then serves them)."""
+        for name in names:
+            self._read[name] = self.get_tensor(name)
+
+    def get_tensor(self, name: str) -> Any:
+        if name in self._read:
+            return self._read[name]
+        try:
+            return self._reader.get_tensor(name)
+        except Exception as e:
+            raise FileNotFoundError(
+                f"restore_checkpoint: cannot read {name!r} from checkpoint {self._prefix!r} "
+                f"(a truncated or partly copied data file?): {type(e).__name__}: {e}. The "
+                "model and its optimizer are unchanged; restore from a complete copy."
+            ) from e
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
 def restore_mapped(
     model: Any,
     reader: Any,
@@ -118,6 +149,8 @@ def restore_mapped(
         values[i] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
     if apply is None:
         return values, step
+    if isinstance(reader, CheckpointValues):  # the optimizer state too, before any value is set
+        reader.prefetch(the_plan.slots)
     apply(model, values, step)
     try:
         _RESTORED[model] = list(the_plan.pairs)

@@ -315,3 +315,22 @@ def test_prediction_hooks_are_not_run_and_predict_says_so_once():
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(first, np.zeros((4, 1)))
     assert seen == []  # not run: said, never half-run
+
+
+def test_a_callers_hook_callback_beside_the_spec_hooks_is_said_to_be_a_second_session():
+    mnist = _mnist()
+    features, labels = _rows(0)
+    model = hookbridge.model_fn_model(
+        mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
+    )
+    mine = hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(num_steps=2)])
+    del mnist.LOG[:]
+    with pytest.warns(UserWarning, match="two sessions, where Estimator.train ran"):
+        model.fit(_dataset(0), epochs=1, verbose=0, callbacks=[mine])
+    assert len(mnist.LOG) == 2  # the caller's StopAtStepHook stopped both after two steps
+    del mnist.LOG[:]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(_dataset(0), epochs=1, verbose=0)
+    assert not [w for w in caught if "two sessions" in str(w.message)]
+    del mnist.LOG[:]

@@ -208,6 +208,24 @@ class ModelFnModel(keras.Model):
             stacklevel=4,
         )
 
+    def _mfn_warn_two_sessions(self, callbacks: Any) -> None:
+        """Warns once when a caller's ``HookCallback`` runs beside the spec's training hooks."""
+        from hookbridge._hook_callback.callback import HookCallback
+
+        if not self._mfn_has_hooks.get(TRAIN) or getattr(self, "_mfn_warned_two", False):
+            return
+        if any(isinstance(c, HookCallback) for c in callbacks or ()):
+            self._mfn_warned_two = True
+            warnings.warn(
+                f"{self._mfn_owner}: fit runs the spec's training hooks in a HookCallback of "
+                "their own, after yours: two sessions, where Estimator.train ran its hooks and "
+                "the spec's in one MonitoredSession (a CheckpointSaverHook among the spec's "
+                "hooks replaced the Estimator's own; here estimator_hooks' saver would save "
+                "too). Give estimator_hooks save_checkpoints_secs=0, save_checkpoints_steps=0 "
+                "when the spec saves (docs/limits.md).",
+                stacklevel=3,
+            )
+
     def _mfn_spec_hooks(self, mode: str) -> tuple[list, list]:
         """Fresh hooks of the spec in ``mode`` (a new ``model_fn`` call, as each
         ``Estimator.train`` call made): (chief-only hooks, hooks)."""
@@ -240,6 +258,7 @@ class ModelFnModel(keras.Model):
         """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
         through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
         (streaming metrics) from their initial values, as ``Estimator.train`` did."""
+        self._mfn_warn_two_sessions(callbacks)
         callbacks = self._mfn_hook_callback(TRAIN, callbacks)
         # The step returns the hooks' tensors as batch values: exact, not a running value.
         with quiet_batch_logs(self._mfn_hook_keys.get(TRAIN, [])):

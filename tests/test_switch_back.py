@@ -64,6 +64,23 @@ def _keras_model():
     return model
 
 
+def _fit_under_estimator_hooks(keras_model, model_dir, **kwargs):
+    """One epoch of ``fit`` under ``HookCallback(estimator_hooks(model_dir, **kwargs))``: a
+    checkpoint every step, no step-count log, no summaries."""
+
+    def hooks():
+        return hookbridge.estimator_hooks(
+            str(model_dir),
+            save_checkpoints_steps=1,
+            log_step_count_steps=None,
+            save_summary_steps=0,
+            **kwargs,
+        )
+
+    callbacks = [hookbridge.HookCallback(hooks)]
+    keras_model.fit(X, Y, batch_size=4, epochs=1, verbose=0, callbacks=callbacks)
+
+
 def test_missing_state_is_named_both_ways_and_the_tf1_job_still_restores(tmp_path):
     _tf1_train(tmp_path, 3)
     model = _keras_model()
@@ -74,21 +91,7 @@ def test_missing_state_is_named_both_ways_and_the_tf1_job_still_restores(tmp_pat
         "momentum=0" in message
     with warnings.catch_warnings(record=True) as written:
         warnings.simplefilter("always")
-        model.fit(
-            X,
-            Y,
-            batch_size=4,
-            epochs=1,
-            verbose=0,
-            callbacks=[
-                hookbridge.HookCallback(
-                    lambda: hookbridge.estimator_hooks(
-                        str(tmp_path), model=model, save_checkpoints_steps=1,
-                        log_step_count_steps=None, save_summary_steps=0,
-                    )
-                )
-            ],
-        )
+        _fit_under_estimator_hooks(model, tmp_path, model=model)
     said = [str(w.message) for w in written if "estimator_hooks" in str(w.message)]
     assert any("ema/counter" in m and "carry them unchanged" in m for m in said), said
     assert any("keeps no counterpart" in m and "dnn/logits/kernel/Momentum" in m for m in said)
@@ -114,21 +117,7 @@ def test_without_model_the_warning_names_the_key_the_tf1_job_misses(tmp_path, re
             hookbridge.restore_checkpoint(model, tmp_path, "auto")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(
-            X,
-            Y,
-            batch_size=4,
-            epochs=1,
-            verbose=0,
-            callbacks=[
-                hookbridge.HookCallback(
-                    lambda: hookbridge.estimator_hooks(
-                        str(tmp_path), save_checkpoints_steps=1, log_step_count_steps=None,
-                        save_summary_steps=0,
-                    )
-                )
-            ],
-        )
+        _fit_under_estimator_hooks(model, tmp_path)
     said = [str(w.message) for w in caught if "Without model=" in str(w.message)]
     assert len(said) == 1
     # TF's own error when the TF1 job takes the model_dir back names the key the warning named.
@@ -153,12 +142,7 @@ def test_the_first_write_keeps_the_tf1_checkpoint_once(tmp_path):
         warnings.simplefilter("ignore")
         hookbridge.restore_checkpoint(model, tmp_path, "auto")
     for _ in range(2):  # a restart of the Keras job keeps the first backup
-        model.fit(X, Y, batch_size=4, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(
-            lambda: hookbridge.estimator_hooks(
-                str(tmp_path), model=model, save_checkpoints_steps=1, keep_checkpoint_max=1,
-                log_step_count_steps=None, save_summary_steps=0,
-            )
-        )])
+        _fit_under_estimator_hooks(model, tmp_path, model=model, keep_checkpoint_max=1)
     assert not os.path.exists(prefix + ".index")  # keep_checkpoint_max deleted the TF1 one
     backup = tmp_path / "estimator-backup"
     kept = tf.train.latest_checkpoint(str(backup))

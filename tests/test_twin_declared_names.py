@@ -12,7 +12,6 @@ variable must be the Estimator's, bit for bit.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np

@@ -13,7 +13,9 @@ Estimator's ``model_dir`` predicts its logits (1e-5), continues loss by loss as 
 steps within rtol 2e-5, all 60 within the envelope), and the checkpoint it writes through
 ``estimator_hooks`` holds the Estimator's step-360 weights and optimizer slots (each within 1e-2).
 On TF 2.15 the whole way: the twin of the Estimator object, and the Estimator continuing from the
-twin's checkpoint as the twin continues in memory.
+twin's checkpoint as the twin continues in memory. Across stacks: the Estimator on TF 2.15
+continuing from the checkpoint the twin wrote on TF 2.21 / Keras 3 (``keras3_back/``, checked in
+with ``make_keras_back.py``, which keras3 holds bit-equal to what the code writes now).
 """
 
 from __future__ import annotations
@@ -233,3 +235,58 @@ def test_the_estimators_twin_predicts_and_continues_as_the_estimator(round_trip)
 
 def test_the_estimator_continues_from_the_twins_checkpoint_as_the_twin(round_trip):
     assert_follows(round_trip["back"], round_trip["keras"])
+
+
+# The way back across stacks: the Estimator (TF 2.15) continuing from the checkpoint census's
+# twin wrote on TF 2.21 / Keras 3. CI runs the stacks in separate environments, so the keras3
+# half is checked in with the script that writes it (fixtures/census_twin/make_keras_back.py):
+# keras3 holds the fixture to what the code writes now, tf215 continues from it.
+BACK = FIXTURE / "keras3_back"
+
+
+def test_the_keras3_back_fixture_is_what_the_twin_writes_now(tmp_path):
+    """Keras 3: ``make_keras_back.keras_back`` rerun writes the checked-in step-360 checkpoint
+    bit for bit (every tensor) and the checked-in losses; its 300 -> 360 losses follow the
+    Estimator's."""
+    from conftest import STACK
+
+    if STACK != "keras3":
+        pytest.skip("keras3_back/ is what TF 2.21 with Keras 3 writes: checked there")
+    from fixture_modules import fixture_script
+
+    made = fixture_script(FIXTURE, "make_keras_back").keras_back(tmp_path / "back")
+    recorded = json.loads((FIXTURE / "keras3_back.json").read_text())
+    assert made["losses"] == recorded["losses"]
+    assert made["switch_losses"] == recorded["switch_losses"]
+    assert_follows(made["switch_losses"], EXPECTED["losses"])
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
+        p.name for p in BACK.iterdir()
+    )
+    mine, theirs = (tf.train.load_checkpoint(str(d)) for d in (tmp_path / "back", BACK))
+    shapes = theirs.get_variable_to_shape_map()
+    assert mine.get_variable_to_shape_map() == shapes
+    differ = [n for n in shapes if not np.array_equal(mine.get_tensor(n), theirs.get_tensor(n))]
+    assert differ == []
+
+
+def estimator_back(tmp_path: Path, checkpoint: Path = BACK) -> list[float]:
+    """TF 2.15: the Estimator continuing from a copy of ``checkpoint`` (step 360) over the
+    continuation rows again, 360 -> 420; its batch losses."""
+    from fixtures.census_twin import native
+
+    model_dir = tmp_path / checkpoint.name
+    shutil.copytree(checkpoint, model_dir)
+    return native.train(model_dir, data.CONTINUE_SEED, STEPS, SWITCH + 2 * STEPS)
+
+
+def test_the_estimator_continues_from_the_keras3_twins_checkpoint(tmp_path):
+    """TF 2.15: the Estimator, from the step-360 checkpoint the twin wrote on TF 2.21 / Keras 3,
+    continues loss by loss as the twin did in memory there and as the Estimator does from its
+    own step-360 checkpoint (``continued/``): the first 8 within rtol 2e-5, all 60 within the
+    census envelope."""
+    pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
+    recorded = json.loads((FIXTURE / "keras3_back.json").read_text())
+    assert recorded["versions"]["keras"].startswith("3.")
+    back = estimator_back(tmp_path)
+    assert_follows(back, recorded["losses"])
+    assert_follows(back, estimator_back(tmp_path, FIXTURE / "continued"))

@@ -23,8 +23,20 @@ T = tf.compat.v1.train
 K = tf.keras.callbacks
 
 
+#: Where the hooks and callbacks write: the test session's own temporary folder (pytest keeps
+#: the last few sessions' and removes older ones), never the system's /tmp left behind.
+_ROOT: list[str] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _scratch(tmp_path_factory):
+    _ROOT[:] = [str(tmp_path_factory.mktemp("conformance"))]
+    yield
+    _ROOT.clear()
+
+
 def _tmp():
-    return tempfile.mkdtemp(prefix="hookbridge-conformance-")
+    return tempfile.mkdtemp(prefix="hookbridge-conformance-", dir=_ROOT[0] if _ROOT else None)
 
 
 def _t(name):

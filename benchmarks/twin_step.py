@@ -128,8 +128,9 @@ def estimator_run(root: Path, steps: int, skip: int, clock) -> tuple[float, floa
     return slope(stamp.stamps, skip), inside(stamp.begins, stamp.stamps, skip)
 
 
-def make_twin(root: Path):
-    """The census twin restored from a copy of the fixture's step-300 model_dir."""
+def make_twin(root: Path, flat: bool = True):
+    """The census twin restored from a copy of the fixture's step-300 model_dir; ``flat``:
+    its ``train_function`` called flat (hookbridge's default), else Keras's own call."""
     import hookbridge
 
     model_dir = Path(tempfile.mkdtemp(dir=root))
@@ -141,6 +142,7 @@ def make_twin(root: Path):
     else:
         twin = hookbridge.keras_twin("DNNLinearCombinedClassifier", **columns.estimator_arguments())
     hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    twin.flat_train_function = flat
     return twin
 
 
@@ -322,14 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}")
     root = Path(tempfile.mkdtemp(prefix="twin_step_"))
     try:
-        twin = make_twin(root)
+        twin, keras_call = make_twin(root), make_twin(root, flat=False)
         k = args.steps_per_execution
         if k > 1:  # the same optimizers and loss (and their state), k steps a call
-            twin.compile(optimizer=twin.optimizer, loss=twin.loss, steps_per_execution=k)
+            for model in (twin, keras_call):
+                model.compile(optimizer=model.optimizer, loss=model.loss, steps_per_execution=k)
         clock = CLOCK[args.clock]
         floor = keras_floor(k)
         cases = {
             "twin": lambda: twin_run(twin, args.steps, args.skip, clock, k),
+            "twin_keras_call": lambda: twin_run(keras_call, args.steps, args.skip, clock, k),
             "twin_hooks": lambda: twin_hooks_run(twin, root, args.steps, args.skip, clock, k),
             "keras_floor": lambda: twin_run(floor, args.steps, args.skip, clock, k),
         }
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntwin / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")
             if not args.short:
                 print("verdict (twin no slower):", "PASS" if ratio <= 1.0 else "MISS")
-            for name in ("twin_hooks", "keras_floor"):
+            for name in ("twin_keras_call", "twin_hooks", "keras_floor"):
                 ratio = min(times[name]) / min(times["estimator"])
                 paired = statistics.median(a / b for a, b in zip(times[name], times["estimator"]))
                 print(f"{name} / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")

@@ -848,3 +848,60 @@ def test_export_output_classes_are_tensorflows_own():
         )
     assert sdef.method_name == "tensorflow/serving/classify"
     assert sorted(sdef.outputs) == ["scores"]
+
+
+# ---- twinflat ----
+def test_concrete_call_flat_runs_the_traced_function_on_tf_own_binding():
+    assert hasattr(type(tf.function(lambda: 0).get_concrete_function()), "_call_flat"), (
+        f"TensorFlow {tf.__version__} moved ConcreteFunction._call_flat: update "
+        "hookbridge/_tfcompat/functions.py (concrete_call_flat)"
+    )
+    total = tf.Variable(0.0)
+    dataset = tf.data.Dataset.from_tensor_slices({"a": [1.0, 2.0, 3.0], "b": [10.0, 20.0, 30.0]})
+
+    @tf.function
+    def step(iterator):
+        batch = next(iterator)
+        total.assign_add(batch["a"] * batch["b"])
+        return {"total": total.read_value(), "a": batch["a"]}
+
+    iterator = iter(dataset)
+    concrete = step.get_concrete_function(iterator)
+    flat = _tfcompat.concrete_flat_inputs(concrete, iterator)
+    assert len(flat) == 1 and flat[0].dtype == tf.resource  # the iterator's own handle
+    out = _tfcompat.concrete_call_flat(concrete, flat, concrete.captured_inputs)
+    assert sorted(out) == ["a", "total"] and float(out["total"]) == 10.0  # structured outputs
+    assert float(step(iterator)["total"]) == 50.0  # the same iterator, the same variable
+    out = _tfcompat.concrete_call_flat(concrete, flat, concrete.captured_inputs)
+    assert float(out["total"]) == 140.0 and float(out["a"]) == 3.0
+    with pytest.raises(tf.errors.OutOfRangeError):  # the end of the data, as step() raises it
+        _tfcompat.concrete_call_flat(concrete, flat, concrete.captured_inputs)
+    with pytest.raises(TypeError):
+        _tfcompat.concrete_flat_inputs(concrete, iterator, iterator)
+
+
+def test_keras3_iterator_function_is_the_tf_function_inside_train_function():
+    import conftest
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(np.ones((4, 2), "float32"), np.ones((4, 1), "float32"), verbose=0)
+    inner = _tfcompat.keras3_iterator_function(model.train_function)
+    if not conftest.KERAS3:  # Keras 2.15 / tf_keras: train_function is the tf.function itself
+        assert inner is None and hasattr(model.train_function, "get_concrete_function")
+        return
+    freevars = model.train_function.__code__.co_freevars
+    assert _tfcompat.KERAS3_ITERATOR_FUNCTION in freevars, (
+        f"Keras {tf.keras.__version__} moved train_function's {_tfcompat.KERAS3_ITERATOR_FUNCTION}"
+        f" (its closure holds {freevars}): update hookbridge/_tfcompat/functions.py"
+    )
+    assert inner is not None and hasattr(inner, "get_concrete_function")
+    iterator = iter(
+        tf.data.Dataset.from_tensor_slices((np.ones((2, 2), "f"), np.ones((2, 1), "f"))).batch(2)
+    )
+    concrete = inner.get_concrete_function(iterator)
+    assert isinstance(concrete.structured_outputs, tf.experimental.Optional)
+    eager = model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    assert eager is None
+    model.make_train_function()
+    assert _tfcompat.keras3_iterator_function(model.train_function) is None  # run eagerly

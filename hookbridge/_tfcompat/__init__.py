@@ -13,6 +13,8 @@ concern; every name is re-exported here, so callers write ``_tfcompat.name``:
 * :mod:`.estimator`: tensorflow-estimator internals.
 * :mod:`.upgrader`: TensorFlow's own TF1 -> TF2 upgrader (``tf_upgrade_v2``).
 * :mod:`.feature_columns`: TensorFlow's feature-column internals, as canned Estimators run them.
+* :mod:`.functions`: ``tf.function`` internals (a concrete function called flat) and the
+  ``tf.function`` inside Keras 3's ``train_function``.
 
 A new private-API use goes into the submodule of its concern (with its test at the end of
 ``tests/test_tfcompat.py``) and its name into the imports below.
@@ -45,6 +47,12 @@ from hookbridge._tfcompat.estimator import (  # noqa: F401
 )
 from hookbridge._tfcompat.feature_columns import (  # noqa: F401
     feature_column_internals,
+)
+from hookbridge._tfcompat.functions import (  # noqa: F401
+    KERAS3_ITERATOR_FUNCTION,
+    concrete_call_flat,
+    concrete_flat_inputs,
+    keras3_iterator_function,
 )
 from hookbridge._tfcompat.graph import (  # noqa: F401
     PRIVATE_SYMBOLS,

@@ -22,7 +22,7 @@ def twin_class(keras: Any) -> Any:
     """The ``CannedTwin`` model class for the Keras module ``keras``."""
     import tensorflow as tf
 
-    from hookbridge import _tfcompat
+    from hookbridge import _keras_call, _tfcompat
 
     class CannedTwin(keras.Model):
         """A canned Estimator's model: ``dnn_features -> hidden -> logits`` and/or
@@ -79,6 +79,16 @@ def twin_class(keras: Any) -> Any:
             self.optimizer.apply_gradients(zip(grads[: len(dnn)], dnn))
             self.extra_optimizers[0].apply_gradients(zip(grads[len(dnn) :], linear))
             return self.compute_metrics(x, y, y_pred, weights)
+
+        #: Keras's ``train_function`` runs its traced graph flat (``hookbridge._keras_call``:
+        #: the same graph without the per-call ``tf.function`` dispatch); False (read at each
+        #: new iterator): Keras's own call.
+        flat_train_function = True
+
+        def make_train_function(self, force=False):
+            made = super().make_train_function(force)  # Keras 3 returns None
+            _keras_call.install(self)
+            return None if made is None else self.train_function
 
         def checkpoint_names(self):
             """``(weight, the Estimator's checkpoint name)`` of every weight."""

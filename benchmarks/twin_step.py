@@ -14,6 +14,10 @@ model's own graph and session) and ``twin`` (``hookbridge.keras_twin(estimator)`
 ``"auto"``, plain ``fit``) in one process; on TF 2.21 (Keras 3 or tf_keras, no Estimator),
 ``twin`` alone (``keras_twin("DNNLinearCombinedClassifier", ...)``), in steps per second.
 
+The ``twin`` case runs hookbridge's default, Keras's ``train_function`` called flat
+(``hookbridge._keras_call``: the same traced graph without ``tf.function``'s per-call
+dispatch); ``twin_keras_call`` is the same twin with Keras's own call
+(``twin.flat_train_function = False``): the before and after of that lever in one process.
 Two more cases beside them, to tell where a step's time goes. ``twin_hooks``: the twin's ``fit``
 with what ``Estimator.train`` runs per step besides the model (``estimator_hooks`` for the
 Estimator's ``RunConfig``, under ``HookCallback``): like with like, since the ``estimator``

@@ -12,13 +12,15 @@ batch that is milliseconds a step (census's twin: 2.5 ms of a 6.2 ms step on TF 
 same traced graph, found once per iterator, then called flat:
 
 * The first call with an iterator goes through Keras's own ``train_function`` (tracing or
-  retracing it as Keras would, creating variables on a first call), then asks Keras's
-  ``tf.function`` for the concrete function it dispatches that iterator to
-  (``get_concrete_function``: TensorFlow's own lookup, spec and context) and binds the iterator
-  with TensorFlow's own binding. An iterator's spec cannot change, so every later call with the
-  same iterator object (Keras passes one per epoch) runs that concrete function on the stored
-  flat inputs and the function's captured inputs, read at each call as ``tf.function`` reads
-  them (``_tfcompat.concrete_call_flat``: what ``tf.function`` itself calls after its lookup).
+  retracing it as Keras would, creating variables on a first call). The second call with the
+  same iterator object asks Keras's ``tf.function`` for the concrete function it dispatches
+  that iterator to (``get_concrete_function``: TensorFlow's own lookup, by the iterator's spec
+  and the call's context) and binds the iterator with TensorFlow's own binding, once. An
+  iterator's spec cannot change, so this and every later call with that iterator (Keras passes
+  one per epoch) runs that concrete function on the stored flat inputs and the function's
+  captured inputs, read at each call as ``tf.function`` reads them
+  (``_tfcompat.concrete_call_flat``: what ``tf.function`` itself calls after its lookup). An
+  iterator used once (Keras 2's ``train_on_batch``) costs nothing more than Keras's call.
 * Keras 3: the flat call returns the traced ``Optional``; as Keras 3's closure does, an empty one
   raises ``StopIteration`` (the end of the data) and a full one gives the logs.
 * Anything else goes to Keras's own function: another iterator (it becomes the new one), a
@@ -70,11 +72,10 @@ class FlatTrainFunction:
         self.flat_calls = self.keras_calls = 0
 
     def __call__(self, iterator: Any) -> Any:
-        if (
-            self._iterator is not None
-            and self._iterator() is iterator
-            and not tf.config.functions_run_eagerly()
-        ):
+        current = self._iterator is not None and self._iterator() is iterator
+        if current and self._concrete is None:  # its second call: adopt it, if it may be
+            self._adopt(iterator)
+        if current and self._concrete is not None and not tf.config.functions_run_eagerly():
             self.flat_calls += 1
             concrete = self._concrete
             outputs = _tfcompat.concrete_call_flat(concrete, self._flat, concrete.captured_inputs)
@@ -84,10 +85,11 @@ class FlatTrainFunction:
                 raise StopIteration
             return outputs.get_value()
         self.keras_calls += 1
-        self._forget()
-        logs = self.keras_function(iterator)
-        self._adopt(iterator)
-        return logs
+        if not current:
+            self._forget()
+            if isinstance(iterator, tf.data.Iterator):
+                self._iterator = weakref.ref(iterator, self._forget)
+        return self.keras_function(iterator)
 
     def _forget(self, reference: Any = None) -> None:
         """Drops the stored call (``reference``: the weak reference of a collected iterator;
@@ -103,7 +105,6 @@ class FlatTrainFunction:
             model is None
             or not getattr(model, ATTRIBUTE, True)
             or not enabled_by_environment()
-            or not isinstance(iterator, tf.data.Iterator)
             or not tf.executing_eagerly()
             or tf.config.functions_run_eagerly()
             or tf.distribute.has_strategy()
@@ -113,7 +114,6 @@ class FlatTrainFunction:
         concrete = self._traced.get_concrete_function(iterator)
         self._flat = _tfcompat.concrete_flat_inputs(concrete, iterator)
         self._concrete = concrete
-        self._iterator = weakref.ref(iterator, self._forget)
 
 
 def traced_train_function(model: Any) -> tuple[Any, bool] | None:

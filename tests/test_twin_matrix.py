@@ -19,8 +19,8 @@ from the Estimator's step-8 ``model_dir``:
 
 * predicts the Estimator's logits at the switch (1e-5);
 * continues 16 steps loss by loss as the Estimator continued natively from the same checkpoint
-  (the first 8 within rtol 2e-5, all within the larger of that and the Estimator's own drift
-  under float perturbations of its checkpoint, measured per case in ``expected.json``);
+  (the first 8 within rtol 2e-5, all within the Estimator's own drift under float
+  perturbations of its checkpoint, measured per case in ``expected.json``);
 * writes, through ``estimator_hooks``, a step-24 checkpoint holding every variable of the
   Estimator's step-24 checkpoint under its name and shape, each variable and optimizer slot
   within 1e-2 of the Estimator's own (largest difference over largest value).
@@ -69,14 +69,20 @@ def batches(labels: str | None = None):
 
 
 def keras_fit(twin, labels: str, first: int, last: int, hooks) -> list[float]:
-    """``fit`` from global step ``first`` to ``last`` (whole passes over the rows, in order)
-    under ``HookCallback(hooks())``: the batch losses."""
+    """``fit`` from global step ``first`` to ``last`` over the rows in order (batch ``first`` of
+    the Estimator's repeated input first) under ``HookCallback(hooks())``: the batch losses.
+
+    One step per epoch: the bridge's ``loss:0`` is recovered from Keras's running mean, summed
+    in float32, which on an epoch's later batches holds the batch loss only to the rounding of
+    that sum (up to 1.7e-7 relative here, the size of the drift held; ``docs/hooks-in-fit.md``).
+    On an epoch's first batch it is the batch loss itself, bit for bit."""
     recorder = LossRecorder()
-    per_epoch = len(DATA[labels]) // make_fixture.BATCH
+    per_pass = len(DATA[labels]) // make_fixture.BATCH
     twin.fit(
-        batches(labels),
-        initial_epoch=first // per_epoch,
-        epochs=last // per_epoch,
+        batches(labels).repeat().skip(first % per_pass),
+        initial_epoch=first,
+        epochs=last,
+        steps_per_epoch=1,
         verbose=0,
         shuffle=False,
         callbacks=[hookbridge.HookCallback(lambda: [recorder, *hooks()])],
@@ -136,11 +142,11 @@ def test_the_twin_predicts_the_estimators_logits_at_the_switch(run):
 
 
 def assert_follows(losses, native, drift) -> None:
-    """The first 8 losses within rtol 2e-5, every one within the Estimator's own drift or 2e-5
-    (the larger)."""
+    """The first 8 losses within rtol 2e-5, every one within the Estimator's own drift (the
+    largest relative loss deviation its perturbed runs show against it)."""
     assert len(losses) == len(native)
     np.testing.assert_allclose(losses[:FIRST_STEPS], native[:FIRST_STEPS], rtol=FIRST_RTOL)
-    np.testing.assert_allclose(losses, native, rtol=max(FIRST_RTOL, drift))
+    np.testing.assert_allclose(losses, native, rtol=drift, atol=0, err_msg="beyond the drift")
 
 
 def test_the_twin_continues_as_the_estimator_loss_by_loss(run):

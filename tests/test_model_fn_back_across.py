@@ -35,13 +35,14 @@ FIRST_STEPS, FIRST_RTOL = 8, 2e-5
 
 
 def assert_follows(losses, reference) -> None:
-    """The first 8 within rtol 2e-5, all within the Estimator's largest drift (or 2e-5)."""
+    """The first 8 within rtol 2e-5 and every step within the Estimator's drift against itself
+    over the run (the largest of ``envelope``, 1.05e-7: tighter than 2e-5, as issue 32 asks)."""
     losses, reference = np.asarray(losses, np.float64), np.asarray(reference, np.float64)
     assert losses.shape == reference.shape
     deviation = np.abs(losses - reference) / np.abs(reference)
     print(f"max relative deviation {deviation.max():.3g}, first 8 {deviation[:8].max():.3g}")
     assert np.all(deviation[:FIRST_STEPS] <= FIRST_RTOL), deviation
-    assert np.all(deviation <= max(FIRST_RTOL, max(BERT["envelope"]))), deviation
+    assert np.all(deviation <= max(BERT["envelope"])), deviation
 
 
 def test_the_keras3_back_fixture_is_what_fit_writes_now(tmp_path):

@@ -118,11 +118,10 @@ def named(tmp_path_factory):
 
 def assert_follows(losses, expected) -> None:
     """``losses`` as ``expected`` step by step: the first 8 within rtol 2e-5, every one within
-    the Estimator's own drift envelope (``make_fixture.py``) or 2e-5, the larger."""
+    the Estimator's own drift envelope (``make_fixture.py``)."""
     assert len(losses) == len(expected)
-    envelope = max(FIRST_RTOL, EXPECTED["envelope"])
     np.testing.assert_allclose(losses[:FIRST_STEPS], expected[:FIRST_STEPS], rtol=FIRST_RTOL)
-    np.testing.assert_allclose(losses, expected, rtol=envelope)
+    np.testing.assert_allclose(losses, expected, rtol=EXPECTED["envelope"], atol=0)
 
 
 def assert_checkpoint_as_the_estimators(model_dir: Path) -> None:

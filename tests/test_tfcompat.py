@@ -905,3 +905,24 @@ def test_keras3_iterator_function_is_the_tf_function_inside_train_function():
     assert eager is None
     model.make_train_function()
     assert _tfcompat.keras3_iterator_function(model.train_function) is None  # run eagerly
+
+
+# ---- ordertrap ----
+def test_keras_concatenated_reads_every_last_axis_concatenation_and_no_other():
+    keras = tf.keras
+    a, b, c = (keras.Input((n,), name=k) for n, k in [(1, "a"), (2, "b"), (3, "c")])
+    layer = keras.layers.Concatenate(name="cat")([b, a])
+    op = keras.ops.concatenate([c, a], axis=1) if hasattr(keras, "ops") else tf.concat([c, a], 1)
+    opaque = keras.layers.Lambda(lambda t: tf.concat(t, -1))([a, b])
+    first_axis = keras.layers.Concatenate(axis=0)([a, a])
+
+    def names(tensor):
+        return [t.name.split(":")[0] for t in _tfcompat.keras_concatenated(tensor)]
+
+    assert names(layer) == ["b", "a"], "Keras moved _keras_history/_inbound_nodes"
+    assert names(op) == ["c", "a"], "the functional concatenate op's node moved"
+    assert _tfcompat.keras_concatenated(opaque) is None
+    assert _tfcompat.keras_concatenated(first_axis) is None
+    assert _tfcompat.keras_concatenated(a) is None
+    assert _tfcompat.keras_tensor_layer(layer).name == "cat"
+    assert _tfcompat.keras_tensor_layer(tf.constant(1.0)) is None

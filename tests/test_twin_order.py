@@ -44,7 +44,22 @@ def data(rows=32):
     return out
 
 
-def hand_built(order, cross=True):
+def _concat(parts, join):
+    """``parts`` joined on the last axis the way ``join`` names: one ``Concatenate``
+    (``flat``), nested ones, the functional op (Keras 3's ``keras.ops.concatenate``, tf_keras's
+    ``tf.concat``), or an opaque ``Lambda``."""
+    if join == "flat":
+        return keras.layers.Concatenate(name="wide")(parts)
+    if join == "nested":
+        inner = [keras.layers.Concatenate()(parts[:3]), keras.layers.Concatenate()(parts[3:])]
+        return keras.layers.Concatenate(name="wide")(inner)
+    op = keras.ops.concatenate if hasattr(keras, "ops") else tf.concat
+    if join == "op":
+        return op(parts, axis=-1)
+    return keras.layers.Lambda(lambda t: op(t, axis=-1), name="opaque")(parts)
+
+
+def hand_built(order, cross=True, join="flat"):
     """The wide part by hand: one branch per column, concatenated in ``order``."""
     inputs = {k: keras.Input((1,), name=k, dtype="string") for k in [*VOCABULARY, "occupation"]}
     inputs["age"] = keras.Input((1,), name="age")
@@ -62,7 +77,7 @@ def hand_built(order, cross=True):
         branch["cross"] = keras.layers.HashedCrossing(CROSS_BUCKETS, output_mode="one_hot")(
             (inputs["education"], inputs["occupation"])
         )
-    wide = keras.layers.Concatenate(name="wide")([branch[k] for k in order if k in branch])
+    wide = _concat([branch[k] for k in order if k in branch], join)
     logits = keras.layers.Dense(1, name="linear")(wide)
     return keras.Model(inputs, logits)
 
@@ -119,6 +134,60 @@ def test_the_estimators_order_restores(tmp_path):
         ]
     )
     np.testing.assert_array_equal(model.get_layer("linear").kernel.numpy(), stacked)
+
+
+def _stacked(path, order):
+    reader = tf.train.load_checkpoint(str(path))
+    return np.concatenate(
+        [reader.get_tensor(f"linear/linear_model/{SCOPE.get(c, c)}/weights") for c in order]
+    )
+
+
+@pytest.mark.parametrize("join", ["nested", "op"])
+def test_nested_and_functional_op_concatenations_are_read_through(tmp_path, join):
+    """The reviewer's variants: the listed order behind nested ``Concatenate`` layers or the
+    functional concatenate op is refused naming both orders; the Estimator's order restores
+    exactly."""
+    write_checkpoint(tmp_path, ESTIMATOR_ORDER)
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"concatenates the features in the order \['education', 'marital_status', "
+            r"'relationship', 'age_bucketized', 'education_X_occupation'\]"
+        ),
+    ):
+        hookbridge.restore_checkpoint(hand_built(LISTED, join=join), tmp_path, "auto")
+    model = hand_built(ESTIMATOR_ORDER, join=join)
+    assert hookbridge.restore_checkpoint(model, tmp_path, "auto") == 5
+    np.testing.assert_array_equal(
+        model.get_layer("linear").kernel.numpy(), _stacked(tmp_path, ESTIMATOR_ORDER)
+    )
+
+
+@pytest.mark.parametrize("order", [LISTED, ESTIMATOR_ORDER], ids=["listed", "estimator"])
+def test_an_order_the_graph_does_not_prove_is_refused_with_the_map_that_restores(
+    tmp_path, order
+):
+    """An opaque ``Lambda`` hides the order, even the right one: ``"auto"`` refuses, listing
+    the columns and the tuple map; that map, in the model's order, restores."""
+    write_checkpoint(tmp_path, ESTIMATOR_ORDER)
+    model = hand_built(order, join="lambda")
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"(?s)would stack the Estimator's weights of the columns \['age_bucketized', "
+            r"'education', 'education_X_occupation', 'marital_status', 'relationship'\] into "
+            r"Keras weight linear/kernel.*does not prove.*Lambda 'opaque'.*"
+            r"assignment_map=\{\('linear/linear_model/age_bucketized/weights', .*"
+            r"'linear/linear_model/relationship/weights',\): 'linear/kernel', '\*': 'auto'\}"
+        ),
+    ):
+        hookbridge.restore_checkpoint(model, tmp_path, "auto")
+    names = tuple(f"linear/linear_model/{SCOPE.get(c, c)}/weights" for c in order)
+    assert hookbridge.restore_checkpoint(model, tmp_path, {names: "linear/kernel", "*": "auto"})
+    np.testing.assert_array_equal(
+        model.get_layer("linear").kernel.numpy(), _stacked(tmp_path, order)
+    )
 
 
 def test_an_explicit_stacking_in_the_models_order_is_taken(tmp_path):

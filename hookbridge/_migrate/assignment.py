@@ -203,13 +203,17 @@ def propose_assignment(model: Any, path: str | os.PathLike) -> dict[str, str]:
 
 
 def check_feature_order(model: Any, the_plan: Plan) -> None:
-    """Raises when the model concatenates inputs named after a linear model's columns in
-    another order than the rows its kernel was filled in (``hookbridge/_migrate/linear.py``)."""
+    """Checks each Keras weight filled by stacking a linear model's per-column weights against
+    the order the model's graph concatenates those columns (``hookbridge/_migrate/linear.py``):
+    an order ``"auto"`` chose must be proven there, an explicit tuple's must not be contradicted.
+    """
     rows = the_plan.rows()
     by_weight: dict[int, list[str]] = {}
     for name, i in the_plan.pairs:
-        column = _linear.column(name)
-        if column is not None and (name in rows or the_plan.ckpt_shapes[name][0] == 1):
-            by_weight.setdefault(i, []).append(column)
-    for columns in by_weight.values():
-        _linear.check_feature_order(model, columns)
+        if _linear.column(name) is not None and name in rows:
+            by_weight.setdefault(i, []).append(name)
+    weights = list(model.weights)
+    for i, names in by_weight.items():
+        _linear.check_feature_order(
+            model, names, weights[i], the_plan.labels[i], auto=i in the_plan.auto_stacked
+        )

@@ -43,6 +43,8 @@ class Plan:
     slots: list[str]
     #: ``{Keras weight index: candidate checkpoint names}`` that ``"auto"`` cannot decide.
     undecided: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    #: Keras weights ``"auto"`` filled by stacking several checkpoint variables (its order).
+    auto_stacked: set[int] = dataclasses.field(default_factory=set)
 
     def rows(self) -> dict[str, tuple[int, int, int]]:
         """``{name: (weight index, first row, end row)}`` for names stacked into one weight."""
@@ -163,6 +165,7 @@ def plan(
         auto = assignment_map.get("*") == "auto"
     pairs = _explicit_pairs(explicit, model, labels, shapes, weight_shapes, prefix)
     undecided: dict[int, list[str]] = {}
+    auto_stacked: set[int] = set()
     if auto:
         taken_w = {i for _, i in pairs}
         taken_v = {v for v, _ in pairs}
@@ -175,6 +178,8 @@ def plan(
             _linear.input_names(model),
         )
         pairs += proposed
+        filled = [i for _, i in proposed]
+        auto_stacked = {i for i in filled if filled.count(i) > 1}
     assigned = {i for _, i in pairs}
     loaded = {v for v, _ in pairs}
     return Plan(
@@ -188,6 +193,7 @@ def plan(
         unused=[v for v in variables if v not in loaded],
         slots=[s for s in slots if s not in loaded],
         undecided=undecided,
+        auto_stacked=auto_stacked,
     )
 
 

@@ -165,45 +165,121 @@ def input_names(model: Any) -> list[str]:
     return [str(getattr(t, "name", "")).split(":")[0] for t in inputs]
 
 
-def check_feature_order(model: Any, scopes: Sequence[str]) -> None:
-    """Raises when the Keras model concatenates the columns of ``scopes`` (a kernel's rows,
-    filled in this order) in another order.
+def check_feature_order(
+    model: Any, names: Sequence[str], weight: Any, label: str, *, auto: bool
+) -> None:
+    """Checks the order of the columns a kernel's rows were filled in (``names``, the
+    checkpoint's per-column weights, stacked in this order) against the order the model
+    concatenates the columns feeding that kernel, read from the model's graph.
 
-    Each input of a ``Concatenate`` layer stands for the column it is computed from, by the
-    names of the model's inputs (:func:`branch_column`): an input named after the column
-    (``keras.Input(name="age")``), or a branch of preprocessing layers over such inputs (a
-    ``StringLookup`` one-hot of ``education``: the column ``education``; a crossing of
-    ``education`` and ``occupation``: ``education_X_occupation``; ``age`` bucketized:
-    ``age_bucketized`` when that is a column of the kernel). A layer whose inputs the names do
-    not tie to the kernel's columns one to one is not checked (nothing to go by).
+    From the input of the layer owning ``weight``, every concatenation on the last axis
+    (``keras.layers.Concatenate``, nested; Keras 3's ``keras.ops.concatenate``; tf_keras's
+    ``tf.concat``) is flattened to its ordered branches, each tied to a column by the names of
+    the model inputs it is computed from (:func:`branch_column`): the input named after the
+    column (``keras.Input(name="age")``), a ``StringLookup`` of ``education``: ``education``;
+    a crossing of ``education`` and ``occupation``: ``education_X_occupation``; ``age``
+    bucketized: ``age_bucketized`` when that is a column of the kernel.
+
+    Args:
+        model: the Keras model.
+        names: the checkpoint's column weights (``.../linear_model/<column>/weights``), in the
+            order their rows fill ``weight``.
+        weight: the Keras weight (a ``Dense`` kernel).
+        label: its label, for messages.
+        auto: the stacking order is ``"auto"``'s (the Estimator's), not the user's: an order
+            the graph does not prove is refused (an explicit tuple is refused only when the
+            graph proves another order).
 
     Raises:
-        ValueError: naming both orders.
+        ValueError: the graph proves another order (naming both), or, with ``auto``, it
+            does not prove one (saying why, with the explicit map that restores it).
     """
-    import tensorflow as tf
-
-    wanted = list(scopes)
-    for layer in getattr(model, "layers", []):
-        if not isinstance(layer, tf.keras.layers.Concatenate):
-            continue
-        try:
-            inputs = list(layer.input)
-        except (AttributeError, ValueError, TypeError):
-            continue
-        got = [branch_column(t, wanted) for t in inputs]
-        if None in got or sorted(got) != sorted(wanted) or got == wanted:
-            continue
-        names = [_input_name(t) or s for t, s in zip(inputs, got)]  # "temp max", not temp_max
-        shown = dict(zip(got, names))
+    wanted = [column(n) or n for n in names]
+    layer, got, why = _concatenated_columns(model, weight, wanted)
+    if got is None:
+        if not auto:
+            return
+        entry = "(" + ", ".join(repr(n) for n in names) + ",)"
         raise ValueError(
-            f"restore_checkpoint: the Keras layer {layer.name!r} concatenates the features "
-            f"in the order {names}, the checkpoint's column weights fill its kernel's rows in "
-            f"the order {[shown[s] for s in wanted]} (the Estimator's order, its feature "
-            "columns sorted by name, unless a tuple entry gave another): the weights would "
-            f"apply to the wrong features. Concatenate the inputs in the order "
-            f"{[shown[s] for s in wanted]}, or stack the columns' weights in your order with a "
-            "tuple entry: {('<scope>/linear_model/<column>/weights', ...): '<kernel>'}."
+            f"restore_checkpoint: assignment_map='auto' would stack the Estimator's weights of "
+            f"the columns {wanted} into Keras weight {label} in the Estimator's order (its "
+            "feature columns sorted by name), and the model's graph does not prove that "
+            f"weight's rows receive the columns in that order: {why}. Concatenate the columns' "
+            "branches with keras.layers.Concatenate (or keras.ops.concatenate / tf.concat on "
+            "the last axis), each computed from inputs named after its column "
+            "(keras.Input(name='age')), or give the order explicitly, the tuple in the order "
+            f"the model concatenates the columns: assignment_map={{{entry}: {label!r}, "
+            "'*': 'auto'}."
         )
+    if got == wanted:
+        return
+    raise ValueError(
+        f"restore_checkpoint: the Keras layer {layer!r} concatenates the features "
+        f"in the order {got}, the checkpoint's column weights fill the rows of {label} in "
+        f"the order {wanted} (the Estimator's order, its feature columns sorted by name, "
+        "unless a tuple entry gave another): the weights would apply to the wrong features. "
+        f"Concatenate the inputs in the order {wanted}, or stack the columns' weights in your "
+        "order with a tuple entry: {('<scope>/linear_model/<column>/weights', ...): "
+        f"{label!r}}}."
+    )
+
+
+def _owner(model: Any, weight: Any) -> Any | None:
+    """The layer of ``model`` (or of a model nested in it) whose ``kernel`` is ``weight``."""
+    todo = list(getattr(model, "layers", []))
+    while todo:
+        layer = todo.pop(0)
+        if getattr(layer, "kernel", None) is weight:
+            return layer
+        todo.extend(getattr(layer, "layers", []))
+    return None
+
+
+def _concatenated_columns(
+    model: Any, weight: Any, wanted: Sequence[str]
+) -> tuple[str, list[str] | None, str]:
+    """``(name of the outer concatenation, the column scopes the layer owning weight receives
+    in order, "")``, or ``(.., None, why the graph does not prove an order)``."""
+    from hookbridge import _tfcompat
+
+    owner = _owner(model, weight)
+    if owner is None:
+        return "", None, "it is not the kernel of a layer of the model"
+    try:
+        top = owner.input
+    except (AttributeError, ValueError, RuntimeError):
+        top = None
+    if top is None or isinstance(top, (list, tuple, dict)):
+        return "", None, (
+            f"the layer {owner.name!r} has no single input in a functional graph (a subclassed "
+            "model's layer, or a layer called more than once)"
+        )
+    branches, todo = [], [top]
+    while todo:
+        tensor = todo.pop(0)
+        parts = _tfcompat.keras_concatenated(tensor)
+        if parts is None:
+            branches.append(tensor)
+        else:
+            todo[:0] = parts
+    got = [branch_column(t, wanted) for t in branches]
+    for t, c in zip(branches, got):
+        if c is None:
+            maker = _tfcompat.keras_tensor_layer(t)
+            what = f"{type(maker).__name__} {getattr(maker, 'name', '?')!r}" if maker else "?"
+            inputs = sorted(_tfcompat.keras_tensor_inputs(t) or [])
+            return "", None, (
+                f"{owner.name!r} receives a branch made by {what} (computed from the inputs "
+                f"{inputs}) that is not a concatenation hookbridge reads and that the names of "
+                "its inputs tie to none of these columns"
+            )
+    if sorted(got) != sorted(wanted):
+        return "", None, (
+            f"the branches {owner.name!r} receives stand for the columns {got}, not for "
+            f"{sorted(wanted)} one to one"
+        )
+    maker = _tfcompat.keras_tensor_layer(top)
+    return str(getattr(maker, "name", owner.name)), got, ""
 
 
 def _input_name(tensor: Any) -> str | None:

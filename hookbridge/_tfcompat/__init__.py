@@ -96,7 +96,9 @@ from hookbridge._tfcompat.models import (  # noqa: F401
     keras3_tf_variable,
     keras3_track_loss,
     keras3_track_weight,
+    keras_concatenated,
     keras_tensor_inputs,
+    keras_tensor_layer,
     keras_weight_variable,
 )
 from hookbridge._tfcompat.optimizers import (  # noqa: F401

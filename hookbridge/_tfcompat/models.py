@@ -80,3 +80,45 @@ def keras_tensor_inputs(tensor: Any) -> set[str] | None:
             continue
         todo.extend(inputs)
     return found
+
+
+def keras_tensor_layer(tensor: Any) -> Any | None:
+    """The layer (Keras 3: the layer or operation) whose call made a symbolic Keras tensor
+    (private ``_keras_history``), ``None`` when it is not a functional model's tensor."""
+    history = getattr(tensor, "_keras_history", None)
+    return None if history is None else history[0]
+
+
+def keras_concatenated(tensor: Any) -> list[Any] | None:
+    """The symbolic tensors a functional model's tensor concatenates along its last axis, in
+    their order, when it is the output of ``keras.layers.Concatenate``, Keras 3's
+    ``keras.ops.concatenate`` (an ``Operation`` node) or tf_keras's ``tf.concat`` (a
+    ``TFOpLambda``); ``None`` for anything else (a ``Lambda`` is opaque). Reads the private
+    ``_keras_history`` and ``_inbound_nodes`` (Keras 2 and 3), ``call_args``/``call_kwargs`` of
+    a tf_keras node."""
+    history = getattr(tensor, "_keras_history", None)
+    if history is None:
+        return None
+    layer, node_index = history[0], history[1]
+    nodes = getattr(layer, "_inbound_nodes", None) or []
+    if node_index >= len(nodes):
+        return None
+    node = nodes[node_index]
+    kind = type(layer).__name__
+    if kind == "Concatenate" and hasattr(layer, "axis"):
+        axis = layer.axis
+    elif kind == "TFOpLambda" and getattr(layer, "function", None) in (
+        tf.concat,
+        tf.compat.v1.concat,
+    ):
+        args, kwargs = list(node.call_args), dict(node.call_kwargs)
+        axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+    else:
+        return None
+    try:
+        axis, rank = int(axis), len(tensor.shape)
+    except (TypeError, ValueError):
+        return None
+    if axis not in (-1, rank - 1):
+        return None
+    return list(tf.nest.flatten(node.input_tensors))

@@ -195,7 +195,7 @@ def check_feature_order(
             does not prove one (saying why, with the explicit map that restores it).
     """
     wanted = [column(n) or n for n in names]
-    layer, got, why = _concatenated_columns(model, weight, wanted)
+    layer, got, why, shown_names = _concatenated_columns(model, weight, wanted)
     if got is None:
         if not auto:
             return
@@ -213,14 +213,15 @@ def check_feature_order(
         )
     if got == wanted:
         return
+    shown = dict(zip(got, shown_names))  # the input's name ("temp max"), else the scope
     raise ValueError(
         f"restore_checkpoint: the Keras layer {layer!r} concatenates the features "
-        f"in the order {got}, the checkpoint's column weights fill the rows of {label} in "
-        f"the order {wanted} (the Estimator's order, its feature columns sorted by name, "
-        "unless a tuple entry gave another): the weights would apply to the wrong features. "
-        f"Concatenate the inputs in the order {wanted}, or stack the columns' weights in your "
-        "order with a tuple entry: {('<scope>/linear_model/<column>/weights', ...): "
-        f"{label!r}}}."
+        f"in the order {shown_names}, the checkpoint's column weights fill its kernel's rows in "
+        f"the order {[shown[c] for c in wanted]} (the Estimator's order, its feature columns "
+        "sorted by name, unless a tuple entry gave another): the weights would apply to the "
+        f"wrong features. Concatenate the inputs in the order {[shown[c] for c in wanted]}, "
+        "or stack the columns' weights in your order with a tuple entry: "
+        f"{{('<scope>/linear_model/<column>/weights', ...): {label!r}}}."
     )
 
 
@@ -237,14 +238,15 @@ def _owner(model: Any, weight: Any) -> Any | None:
 
 def _concatenated_columns(
     model: Any, weight: Any, wanted: Sequence[str]
-) -> tuple[str, list[str] | None, str]:
+) -> tuple[str, list[str] | None, str, list[str]]:
     """``(name of the outer concatenation, the column scopes the layer owning weight receives
-    in order, "")``, or ``(.., None, why the graph does not prove an order)``."""
+    in order, "", their names as shown)``, or ``(.., None, why the graph does not prove an
+    order, ..)``."""
     from hookbridge import _tfcompat
 
     owner = _owner(model, weight)
     if owner is None:
-        return "", None, "it is not the kernel of a layer of the model"
+        return "", None, "it is not the kernel of a layer of the model", []
     try:
         top = owner.input
     except (AttributeError, ValueError, RuntimeError):
@@ -253,7 +255,7 @@ def _concatenated_columns(
         return "", None, (
             f"the layer {owner.name!r} has no single input in a functional graph (a subclassed "
             "model's layer, or a layer called more than once)"
-        )
+        ), []
     branches, todo = [], [top]
     while todo:
         tensor = todo.pop(0)
@@ -272,14 +274,15 @@ def _concatenated_columns(
                 f"{owner.name!r} receives a branch made by {what} (computed from the inputs "
                 f"{inputs}) that is not a concatenation hookbridge reads and that the names of "
                 "its inputs tie to none of these columns"
-            )
+            ), []
     if sorted(got) != sorted(wanted):
         return "", None, (
             f"the branches {owner.name!r} receives stand for the columns {got}, not for "
             f"{sorted(wanted)} one to one"
-        )
+        ), []
     maker = _tfcompat.keras_tensor_layer(top)
-    return str(getattr(maker, "name", owner.name)), got, ""
+    shown = [_input_name(t) or c for t, c in zip(branches, got)]
+    return str(getattr(maker, "name", owner.name)), got, "", shown
 
 
 def _input_name(tensor: Any) -> str | None:

@@ -104,7 +104,9 @@ class ModelFnModel(keras.Model):
     """The Keras model ``model_fn_model`` returns (see there)."""
 
     def __init__(self, model_fn: Callable[..., Any], *, params: Any, config: Any) -> None:
-        super().__init__(name="model_fn_model")
+        # dtype float32: under a mixed policy Keras would cast the features to float16 before
+        # the model_fn; the Estimator fed the model_fn what the input_fn gave (docs/limits.md).
+        super().__init__(name="model_fn_model", dtype="float32")
         self._mfn = (model_fn, params, config)
         owner = f"model_fn_model({getattr(model_fn, '__name__', model_fn)!r})"
         self._mfn_owner = owner

@@ -128,6 +128,10 @@ def restore_mapped(
         out.write(the_plan.format() + "\n")  # type: ignore[union-attr]
         return None, step
     refuse_undecided(the_plan, "restore_checkpoint")
+    if apply is not None:
+        from hookbridge._migrate.twins import guards
+
+        guards.check_generation(model, prefix, the_plan.slots)
     if the_plan.unassigned:
         missing = [
             f"{the_plan.labels[i]} {format_shape(the_plan.weight_shapes[i])}"

@@ -80,7 +80,7 @@ def build(kind: str, given: dict[str, Any]) -> Any:
 
     from hookbridge import _tfcompat
     from hookbridge._hook_callback.graph import set_tf1_names
-    from hookbridge._migrate.twins import columns, layers, model, optimizers
+    from hookbridge._migrate.twins import columns, guards, layers, model, optimizers
 
     base, family, v2 = _arguments.split_name(kind)
     args = _arguments.check(kind, given)
@@ -153,6 +153,7 @@ def build(kind: str, given: dict[str, Any]) -> Any:
         _tfcompat.build_keras_optimizer(main, dnn)
         _tfcompat.build_keras_optimizer(twin.extra_optimizers[0], lin)
     set_tf1_names(twin, declared_names(twin))
+    guards.remember(twin, kind)
     return twin
 
 

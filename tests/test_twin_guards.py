@@ -1,0 +1,57 @@
+"""What a Keras twin refuses to restore (issue 33, the audit's edge cases).
+
+The generation guard: a V1 canned Estimator (``tf.compat.v1.estimator``, loss ``SUM``, TF1 slots
+``<var>/Adagrad``) and a V2 one (``tf.estimator``, ``SUM_OVER_BATCH_SIZE``, slots under
+``training/<Optimizer>/``) of the same architecture have the same weights: the twin of the other
+generation would load them and train with the other reduction (losses batch-times or
+1/batch the native ones). ``restore_checkpoint`` tells the writer from the optimizer-state
+names and refuses, naming both classes, before any weight is set; the twin of the right class
+restores the same model_dir and predicts the Estimator's logits (the fixtures of
+``tests/fixtures/twin_matrix/``, written by the Estimators on TF 2.15).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from fixture_modules import fixture_script
+
+import hookbridge
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "twin_matrix"
+make_fixture = fixture_script(FIXTURES)
+DATA = dict(np.load(FIXTURES / "data.npz"))
+
+
+def other_generation(kind: str) -> str:
+    return kind[:-2] if kind.endswith("V2") else kind + "V2"
+
+
+@pytest.mark.parametrize("case", ["dnn_v1", "linear_v2"])
+def test_a_twin_refuses_the_other_generations_checkpoint(case, tmp_path):
+    kind = make_fixture.CASES[case][0]
+    wrong = other_generation(kind)
+    model_dir = tmp_path / "model_dir"
+    shutil.copytree(FIXTURES / case / "model_dir", model_dir)
+    twin = hookbridge.keras_twin(wrong, **make_fixture.arguments(case))
+    before = [np.array(w) for w in twin.weights]
+    with pytest.raises(ValueError) as raised:
+        hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    message = str(raised.value)
+    assert f"keras_twin({kind!r}, ...)" in message, message
+    assert f"keras_twin({wrong!r})" in message and "SUM_OVER_BATCH_SIZE" in message, message
+    for w, b in zip(twin.weights, before):  # refused before any value was set
+        np.testing.assert_array_equal(np.array(w), b)
+
+    right = hookbridge.keras_twin(kind, **make_fixture.arguments(case))
+    assert hookbridge.restore_checkpoint(right, model_dir, "auto") == 8
+    exp = json.loads((FIXTURES / case / "expected.json").read_text())
+    features = make_fixture.features(DATA)
+    first = tf.data.Dataset.from_tensor_slices(features).batch(make_fixture.BATCH).take(1)
+    logits = right.predict(first, verbose=0)
+    np.testing.assert_allclose(logits, np.asarray(exp["logits"]), atol=1e-5)

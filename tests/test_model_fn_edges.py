@@ -62,3 +62,42 @@ def test_mixed_float16_policy_does_not_cast_the_features():
     assert set(SEEN) == {"float32"}, SEEN
     np.testing.assert_array_equal(call, native)
     np.testing.assert_array_equal(predict, native)
+
+
+# ---- a SparseTensor example batch (what an input_fn's parse_example yields) ----
+def _sparse_batch() -> tf.SparseTensor:
+    return tf.sparse.SparseTensor([[0, 0], [1, 1], [1, 2]], [1.0, -0.5, 2.0], [2, 3])
+
+
+def _sparse_model_fn(features, labels, mode):
+    x = tf.sparse.to_dense(features["s"])
+    w = v1.get_variable("w", [3, 1], initializer=v1.constant_initializer([[0.5], [-0.25], [0.125]]))
+    pred = tf.matmul(x, w)
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions=pred)
+    loss = tf.reduce_mean(tf.square(pred - labels))
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=v1.train.get_or_create_global_step()
+    )
+    return EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_sparse_example_batch_builds_and_trains_as_the_session():
+    labels = np.array([[1.0], [-1.0]], np.float32)
+    # Native: one TRAIN step of the model_fn in a TF1 session, then its predictions.
+    with tf.Graph().as_default():
+        sp = v1.sparse_placeholder(tf.float32, [None, 3])
+        y = v1.placeholder(tf.float32, [None, 1])
+        spec = _sparse_model_fn({"s": sp}, y, ModeKeys.TRAIN)
+        pred = v1.get_default_graph().get_tensor_by_name("MatMul:0")
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            value = v1.SparseTensorValue([[0, 0], [1, 1], [1, 2]], [1.0, -0.5, 2.0], [2, 3])
+            native_loss = sess.run([spec.train_op, spec.loss], {sp: value, y: labels})[1]
+            native = sess.run(pred, {sp: value})
+    model = hookbridge.model_fn_model(
+        _sparse_model_fn, features={"s": _sparse_batch()}, labels=labels
+    )
+    history = model.fit(tf.data.Dataset.from_tensors(({"s": _sparse_batch()}, labels)), verbose=0)
+    np.testing.assert_allclose(history.history["loss"], [native_loss], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(model({"s": _sparse_batch()})), native, rtol=1e-6)

@@ -68,8 +68,10 @@ def model_fn_model(
             returning an ``EstimatorSpec`` (or ``TPUEstimatorSpec``, run as ``use_tpu=False``).
         params: the Estimator's ``params``.
         config: the Estimator's ``config`` (a ``RunConfig``), passed as it is.
-        features: what the Estimator's ``input_fn`` yields as features: an example batch or a
-            structure of ``tf.TensorSpec`` (the batch dimension is taken as unknown).
+        features: what the Estimator's ``input_fn`` yields as features: an example batch
+            (``tf.SparseTensor`` / ``tf.RaggedTensor`` values too) or a structure of type specs
+            (``tf.TensorSpec``, ``tf.SparseTensorSpec``; an example's batch dimension is taken
+            as unknown).
         labels: the same for labels; without them the model can predict but not ``fit``.
 
     Returns:
@@ -85,11 +87,21 @@ def model_fn_model(
 
 
 def _spec_of(structure: Any) -> Any:
-    def spec(x: Any) -> tf.TensorSpec:
+    def batchless(shape: tf.TensorShape) -> list:
+        return [None, *shape[1:]] if shape.rank else shape
+
+    def spec(x: Any) -> tf.TypeSpec:
+        # An input_fn's parse_example yields SparseTensors (and RaggedTensors): their own specs.
         if isinstance(x, tf.TypeSpec):
             return x
+        if isinstance(x, tf.SparseTensor):
+            return tf.SparseTensorSpec(batchless(x.shape), x.dtype)
+        if isinstance(x, tf.RaggedTensor):
+            return tf.RaggedTensorSpec(
+                batchless(x.shape), x.dtype, x.ragged_rank, x.row_splits.dtype
+            )
         t = tf.convert_to_tensor(x)
-        return tf.TensorSpec([None, *t.shape[1:]] if t.shape.rank else t.shape, t.dtype)
+        return tf.TensorSpec(batchless(t.shape), t.dtype)
 
     return tf.nest.map_structure(spec, structure)
 

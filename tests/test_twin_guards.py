@@ -55,3 +55,25 @@ def test_a_twin_refuses_the_other_generations_checkpoint(case, tmp_path):
     first = tf.data.Dataset.from_tensor_slices(features).batch(make_fixture.BATCH).take(1)
     logits = right.predict(first, verbose=0)
     np.testing.assert_allclose(logits, np.asarray(exp["logits"]), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("case", "given", "argument", "written"),
+    [
+        ("dnn_v1", {"optimizer": "Adam"}, "optimizer", "Adagrad"),
+        ("combined_v1", {"linear_optimizer": "Adagrad"}, "linear_optimizer", "Ftrl"),
+    ],
+)
+def test_a_twin_refuses_a_checkpoint_of_another_optimizer(case, given, argument, written, tmp_path):
+    """The fixtures trained with the Estimators' default optimizers (Adagrad for the DNN, Ftrl
+    for the linear part); a twin given another one would drop that state and train on with its
+    own: refused, naming the argument and the optimizer the checkpoint was trained with."""
+    kind = make_fixture.CASES[case][0]
+    model_dir = tmp_path / "model_dir"
+    shutil.copytree(FIXTURES / case / "model_dir", model_dir)
+    twin = hookbridge.keras_twin(kind, **{**make_fixture.arguments(case), **given})
+    with pytest.raises(ValueError) as raised:
+        hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    message = str(raised.value)
+    assert f"{argument}={written!r}" in message, message
+    assert "dnn_optimizer" not in message or argument == "dnn_optimizer", message

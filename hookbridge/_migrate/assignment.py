@@ -132,6 +132,7 @@ def restore_mapped(
         from hookbridge._migrate.twins import guards
 
         guards.check_generation(model, prefix, the_plan.slots)
+        guards.check_optimizers(model, prefix, the_plan.slots, set(the_plan.ckpt_shapes))
     if the_plan.unassigned:
         missing = [
             f"{the_plan.labels[i]} {format_shape(the_plan.weight_shapes[i])}"

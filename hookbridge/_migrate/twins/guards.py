@@ -93,3 +93,68 @@ def check_generation(model: Any, prefix: str, state_names: Sequence[str]) -> Non
         f"not continue the Estimator. Build the twin with the class that wrote it: "
         f"keras_twin({writer!r}, ...)."
     )
+
+
+#: TF1 state family -> the name ``keras_twin``'s optimizer arguments take.
+_ARGUMENT_NAMES = {
+    "adam": "Adam",
+    "adagrad": "Adagrad",
+    "ftrl": "Ftrl",
+    "rmsprop": "RMSProp",
+    "momentum": "SGD",
+}
+
+
+def check_optimizers(
+    model: Any, prefix: str, state_names: Sequence[str], variables: set[str]
+) -> None:
+    """Refuses restoring into a twin a checkpoint whose optimizer state is of another optimizer
+    than the twin's part it trains (a twin built without ``optimizer=`` trains with Adagrad /
+    Ftrl: it would drop an Adam state and train on with Adagrad).
+
+    Raises:
+        ValueError: naming the part, both optimizers and the ``keras_twin`` argument to give.
+    """
+    from hookbridge._migrate import optimizer_state
+
+    kind = kind_of(model)
+    if kind is None:
+        return
+    combined = kind.startswith("DNNLinearCombined")
+    extra = list(getattr(model, "extra_optimizers", ()))
+    parts = {"dnn": ("dnn_optimizer", model.optimizer)} if combined else {}
+    if combined and extra:
+        parts["linear"] = ("linear_optimizer", extra[0])
+    state = optimizer_state.classify(list(state_names), variables)
+    wrong: dict[str, tuple[str, str, str, str]] = {}
+    for slot in state.slots:
+        if slot.family is None:
+            continue
+        part = slot.var.split("/", 1)[0]
+        argument, optimizer = parts.get(part, ("optimizer", model.optimizer))
+        if not combined:
+            argument, optimizer = "optimizer", model.optimizer
+        has = optimizer_state.keras_family(optimizer)
+        if has is None or has == slot.family:
+            continue
+        wrong.setdefault(
+            argument, (slot.family, has, slot.name, type(optimizer_state.inner(optimizer)).__name__)
+        )
+    if not wrong:
+        return
+    lines = [
+        f"{argument}: the checkpoint holds {_ARGUMENT_NAMES.get(found, found)} state "
+        f"({name!r}), the twin trains with {cls} ({_ARGUMENT_NAMES.get(has, has)})"
+        for argument, (found, has, name, cls) in wrong.items()
+    ]
+    fix = ", ".join(
+        f"{argument}={_ARGUMENT_NAMES.get(found, found)!r}"
+        for argument, (found, _, _, _) in wrong.items()
+    )
+    raise ValueError(
+        f"restore_checkpoint: {prefix!r} was trained with another optimizer than "
+        f"keras_twin({kind!r}) has: " + "; ".join(lines) + ". Its state would be dropped and "
+        "training would go on with the other optimizer, not as the Estimator. Build the twin "
+        f"with the Estimator's optimizer: keras_twin({kind!r}, ..., {fix}) (with its learning "
+        "rate and settings, as the Estimator was given them)."
+    )

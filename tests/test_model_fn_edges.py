@@ -101,3 +101,34 @@ def test_sparse_example_batch_builds_and_trains_as_the_session():
     history = model.fit(tf.data.Dataset.from_tensors(({"s": _sparse_batch()}, labels)), verbose=0)
     np.testing.assert_allclose(history.history["loss"], [native_loss], rtol=1e-6)
     np.testing.assert_allclose(np.asarray(model({"s": _sparse_batch()})), native, rtol=1e-6)
+
+
+# ---- a model_fn's own TRAIN summaries: not written under fit, and said so ----
+def _summary_model_fn(features, labels, mode):
+    w = v1.get_variable("w", [3, 1], initializer=v1.constant_initializer(0.1))
+    pred = tf.matmul(features, w)
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions=pred)
+    loss = tf.reduce_mean(tf.square(pred - labels))
+    v1.summary.scalar("my_metric", loss * 2.0)
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=v1.train.get_or_create_global_step()
+    )
+    return EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_train_summaries_not_written_are_named_in_a_warning():
+    import warnings
+
+    x = np.arange(12, dtype="float32").reshape(4, 3) / 10
+    y = np.ones((4, 1), "float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = hookbridge.model_fn_model(_summary_model_fn, features=x, labels=y)
+        model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(2), verbose=0)
+    named = [
+        str(w.message)
+        for w in caught
+        if "summaries ['my_metric'] are not written" in str(w.message)
+    ]
+    assert len(named) == 1, [str(w.message) for w in caught]

@@ -202,6 +202,8 @@ class ModelFnModel(keras.Model):
             new_ops = [op for op in ops if not _writes_only(op, local)]
             if mode == TRAIN and len(new_ops) < len(ops):
                 self._mfn_warn_local_updates()
+            if mode == TRAIN:
+                self._mfn_warn_summaries(graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
             if mode != EVAL:  # evaluate runs only what its fetches need (evaluation.py)
                 refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
@@ -219,6 +221,19 @@ class ModelFnModel(keras.Model):
             "steps something fetched them. A hook reading them every step sees the Estimator's "
             "values; one reading them every N steps (LoggingTensorHook(every_n_iter=N), a summary "
             "every N steps) sees the metric over all batches (docs/limits.md).",
+            stacklevel=4,
+        )
+
+    def _mfn_warn_summaries(self, summaries: list) -> None:
+        """Warns once naming the model_fn's own TRAIN summaries fit does not write."""
+        if not summaries or getattr(self, "_mfn_warned_summaries", False):
+            return
+        self._mfn_warned_summaries = True
+        names = sorted(t.op.name for t in summaries)
+        warnings.warn(
+            f"{self._mfn_owner}: the TRAIN model_fn's summaries {names} are not written: the "
+            "Estimator's SummarySaverHook wrote its SUMMARIES collection, estimator_hooks' writes "
+            "only the loss under fit (docs/limits.md).",
             stacklevel=4,
         )
 

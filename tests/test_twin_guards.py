@@ -77,3 +77,27 @@ def test_a_twin_refuses_a_checkpoint_of_another_optimizer(case, given, argument,
     message = str(raised.value)
     assert f"{argument}={written!r}" in message, message
     assert "dnn_optimizer" not in message or argument == "dnn_optimizer", message
+
+
+def colliding_columns():
+    fc = tf.feature_column
+    return [
+        fc.categorical_column_with_vocabulary_list("x>y", ["p", "q"]),
+        fc.categorical_column_with_vocabulary_list("x_y", ["p", "q"]),
+    ]
+
+
+def test_a_twin_refuses_columns_sharing_a_checkpoint_scope():
+    """``x>y`` and ``x_y`` both get the scope ``x_y``: one weight would be written under a
+    fallback name; refused at build, naming both."""
+    with pytest.raises(ValueError, match=r"'x>y' and 'x_y' \(linear\) share the checkpoint scope"):
+        hookbridge.keras_twin("LinearClassifier", feature_columns=colliding_columns())
+
+
+def test_the_estimator_refuses_the_same_columns(tmp_path):
+    """The native side of the refusal above (TF 2.15, where the Estimator exists)."""
+    pytest.importorskip("tensorflow_estimator")
+    est = tf.compat.v1.estimator.LinearClassifier(colliding_columns(), model_dir=str(tmp_path))
+    data = ({"x>y": [["p"], ["q"]], "x_y": [["q"], ["p"]]}, [[0.0], [1.0]])
+    with pytest.raises(ValueError, match="x_y/weights already exists"):
+        est.train(lambda: tf.data.Dataset.from_tensor_slices(data).batch(2), steps=1)

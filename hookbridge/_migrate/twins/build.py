@@ -21,6 +21,7 @@ only ``tf.feature_column`` (TF 2.15 and TF 2.21 with Keras 3 or tf_keras). What 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -174,6 +175,18 @@ def _check_columns(kind: str, dnn_columns: Sequence[Any], linear_columns: Sequen
         *(f"{r} (dnn)" for r in columns.unsupported(dnn_columns, dense_only=True)),
         *(f"{r} (linear)" for r in columns.unsupported(linear_columns)),
     ]
+    for part, cols in (("dnn", dnn_columns), ("linear", linear_columns)):
+        scopes: dict[str, list[str]] = {}
+        for column in cols:
+            name = getattr(column, "name", None)
+            if isinstance(name, str):
+                scopes.setdefault(re.sub(r"[^A-Za-z0-9_.\-]", "_", name), []).append(name)
+        refused += [
+            f"{' and '.join(repr(n) for n in names)} ({part}) share the checkpoint scope "
+            f"{scope!r}, as the Estimator refuses (rename one)"
+            for scope, names in scopes.items()
+            if len(names) > 1
+        ]
     if refused:
         raise ValueError(
             f"keras_twin: {kind} has feature columns the twin does not build: "

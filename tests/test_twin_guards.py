@@ -101,3 +101,29 @@ def test_the_estimator_refuses_the_same_columns(tmp_path):
     data = ({"x>y": [["p"], ["q"]], "x_y": [["q"], ["p"]]}, [[0.0], [1.0]])
     with pytest.raises(ValueError, match="x_y/weights already exists"):
         est.train(lambda: tf.data.Dataset.from_tensor_slices(data).batch(2), steps=1)
+
+
+def test_a_twin_computes_float32_under_a_mixed_global_policy(tmp_path):
+    """The Estimator computes float32: under ``mixed_float16`` the twin (it failed at its first
+    call, half + float) is built float32, warns, and predicts the Estimator's logits."""
+    case = "dnn_v1"
+    model_dir = tmp_path / "model_dir"
+    shutil.copytree(FIXTURES / case / "model_dir", model_dir)
+    mixed = tf.keras.mixed_precision
+    mixed.set_global_policy("mixed_float16")
+    try:
+        with pytest.warns(UserWarning, match="'mixed_float16' is not applied"):
+            twin = hookbridge.keras_twin(
+                make_fixture.CASES[case][0], **make_fixture.arguments(case)
+            )
+        assert mixed.global_policy().name == "mixed_float16"
+    finally:
+        mixed.set_global_policy("float32")
+    hookbridge.restore_checkpoint(twin, model_dir, "auto")
+    exp = json.loads((FIXTURES / case / "expected.json").read_text())
+    first = tf.data.Dataset.from_tensor_slices(make_fixture.features(DATA)).batch(
+        make_fixture.BATCH
+    )
+    logits = twin.predict(first.take(1), verbose=0)
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, np.asarray(exp["logits"]), atol=1e-5)

@@ -22,6 +22,7 @@ only ``tf.feature_column`` (TF 2.15 and TF 2.21 with Keras 3 or tf_keras). What 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,7 +77,29 @@ def keras_twin(estimator: Any, /, **kwargs: Any) -> Any:
 
 
 def build(kind: str, given: dict[str, Any]) -> Any:
-    """The twin of ``kind(**given)`` (see :func:`keras_twin`)."""
+    """The twin of ``kind(**given)`` (see :func:`keras_twin`), float32 whatever the global
+    Keras dtype policy: the Estimator computes in float32 (``docs/limits.md``)."""
+    import tensorflow as tf
+
+    mixed = tf.keras.mixed_precision
+    policy = mixed.global_policy()
+    name = getattr(policy, "name", str(policy))
+    if name == "float32":
+        return _build(kind, given)
+    warnings.warn(
+        f"keras_twin: the global Keras dtype policy {name!r} is not applied to the {kind} "
+        "twin: its layers compute in float32, as the Estimator does (another dtype would "
+        "not continue it).",
+        stacklevel=3,
+    )
+    mixed.set_global_policy("float32")
+    try:
+        return _build(kind, given)
+    finally:
+        mixed.set_global_policy(policy)
+
+
+def _build(kind: str, given: dict[str, Any]) -> Any:
     import tensorflow as tf
 
     from hookbridge import _tfcompat

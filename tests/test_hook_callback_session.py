@@ -689,7 +689,8 @@ def test_a_resumed_run_checkpoints_the_model_step_at_session_creation(tmp_path):
 # -- run values: options and run_metadata, as MonitoredSession gives them ----------------------
 class RunValuesRecorder(train.SessionRunHook):
     """Keeps every run's ``run_values.options`` / ``run_metadata`` and their values as seen
-    in that ``after_run``; every other run requests ``RunOptions(timeout_in_ms=...)``."""
+    in that ``after_run``; every other run requests ``RunOptions(timeout_in_ms=...)`` (10 min
+    and its run number)."""
 
     def __init__(self):
         self.kept: list[tuple] = []
@@ -700,7 +701,10 @@ class RunValuesRecorder(train.SessionRunHook):
         self.runs += 1
         if self.runs % 2:
             return None
-        return train.SessionRunArgs(None, options=tf.compat.v1.RunOptions(timeout_in_ms=self.runs))
+        # A distinct timeout per run (so each run's options show whose they are), far above any
+        # run's time: natively the session applies it, and a loaded machine must not hit it.
+        timeout = 600_000 + self.runs
+        return train.SessionRunArgs(None, options=tf.compat.v1.RunOptions(timeout_in_ms=timeout))
 
     def after_run(self, run_context, run_values):
         options, metadata = run_values.options, run_values.run_metadata

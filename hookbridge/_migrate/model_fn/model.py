@@ -15,7 +15,6 @@ mode's ``eval_metric_ops`` and ``evaluation_hooks`` as ``Estimator.evaluate`` di
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
 from hookbridge._migrate.model_fn import export
 from hookbridge._migrate.model_fn.evaluation import EvalStep
+from hookbridge._migrate.model_fn.notices import Notices
 from hookbridge._migrate.model_fn.spec import (
     call_model_fn,
     hook_callback,
@@ -124,8 +124,7 @@ class ModelFnModel(keras.Model):
         self._mfn_owner = owner
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
-        self._mfn_warned_locals = False
-        self._mfn_warned_predict = False
+        object.__setattr__(self, "_mfn_notices", Notices(owner))  # not tracked by Keras
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
@@ -201,59 +200,15 @@ class ModelFnModel(keras.Model):
             ops = graph.get_operations()[first:]
             new_ops = [op for op in ops if not _writes_only(op, local)]
             if mode == TRAIN and len(new_ops) < len(ops):
-                self._mfn_warn_local_updates()
+                locals_ = self._mfn_store.locals(TRAIN)
+                self._mfn_notices.local_updates(sorted(v.name.split(":")[0] for v in locals_))
             if mode == TRAIN:
-                self._mfn_warn_summaries(graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
+                summaries = graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+                self._mfn_notices.summaries(summaries)
             if mode != EVAL:  # evaluate runs only what its fetches need (evaluation.py)
                 refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
         return spec, extras
-
-    def _mfn_warn_local_updates(self) -> None:
-        """Warns once that TRAIN-mode LOCAL variables update every step (docs/limits.md)."""
-        if getattr(self, "_mfn_warned_locals", False):
-            return
-        self._mfn_warned_locals = True
-        names = sorted(v.name.split(":")[0] for v in self._mfn_store.locals(TRAIN))
-        warnings.warn(
-            f"{self._mfn_owner}: the TRAIN model_fn updates local variables {names} (streaming "
-            "metrics) at every step of fit; the Estimator's session updated them only on the "
-            "steps something fetched them. A hook reading them every step sees the Estimator's "
-            "values; one reading them every N steps (LoggingTensorHook(every_n_iter=N), a summary "
-            "every N steps) sees the metric over all batches (docs/limits.md).",
-            stacklevel=4,
-        )
-
-    def _mfn_warn_summaries(self, summaries: list) -> None:
-        """Warns once naming the model_fn's own TRAIN summaries fit does not write."""
-        if not summaries or getattr(self, "_mfn_warned_summaries", False):
-            return
-        self._mfn_warned_summaries = True
-        names = sorted(t.op.name for t in summaries)
-        warnings.warn(
-            f"{self._mfn_owner}: the TRAIN model_fn's summaries {names} are not written: the "
-            "Estimator's SummarySaverHook wrote its SUMMARIES collection, estimator_hooks' writes "
-            "only the loss under fit (docs/limits.md).",
-            stacklevel=4,
-        )
-
-    def _mfn_warn_two_sessions(self, callbacks: Any) -> None:
-        """Warns once when a caller's ``HookCallback`` runs beside the spec's training hooks."""
-        from hookbridge._hook_callback.callback import HookCallback
-
-        if not self._mfn_has_hooks.get(TRAIN) or getattr(self, "_mfn_warned_two", False):
-            return
-        if any(isinstance(c, HookCallback) for c in callbacks or ()):
-            self._mfn_warned_two = True
-            warnings.warn(
-                f"{self._mfn_owner}: fit runs the spec's training hooks in a HookCallback of "
-                "their own, after yours: two sessions, where Estimator.train ran its hooks and "
-                "the spec's in one MonitoredSession (a CheckpointSaverHook among the spec's "
-                "hooks replaced the Estimator's own; here estimator_hooks' saver would save "
-                "too). Give estimator_hooks save_checkpoints_secs=0, save_checkpoints_steps=0 "
-                "when the spec saves (docs/limits.md).",
-                stacklevel=3,
-            )
 
     def _mfn_spec_hooks(self, mode: str) -> tuple[list, list]:
         """Fresh hooks of the spec in ``mode`` (a new ``model_fn`` call, as each
@@ -287,7 +242,8 @@ class ModelFnModel(keras.Model):
         """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
         through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
         (streaming metrics) from their initial values, as ``Estimator.train`` did."""
-        self._mfn_warn_two_sessions(callbacks)
+        if self._mfn_has_hooks.get(TRAIN):
+            self._mfn_notices.two_sessions(callbacks)
         callbacks = self._mfn_hook_callback(TRAIN, callbacks)
         # The step returns the hooks' tensors as batch values: exact, not a running value.
         with quiet_batch_logs(self._mfn_hook_keys.get(TRAIN, [])):
@@ -375,15 +331,8 @@ class ModelFnModel(keras.Model):
     def predict(self, *args: Any, **kwargs: Any) -> Any:
         """Keras ``predict``: the PREDICT spec's ``predictions``; its ``prediction_hooks`` are
         not run (a warning says so, docs/limits.md)."""
-        if self._mfn_has_hooks.get(PREDICT) and not self._mfn_warned_predict:
-            self._mfn_warned_predict = True
-            warnings.warn(
-                f"{self._mfn_owner}: the PREDICT spec has prediction_hooks, which predict does "
-                "not run (Estimator.predict ran them on each batch's predictions): a "
-                "HookCallback in predict mode holds the model's outputs only, not the "
-                "model_fn's tensors they name (docs/limits.md). Run what they do after predict.",
-                stacklevel=2,
-            )
+        if self._mfn_has_hooks.get(PREDICT):
+            self._mfn_notices.prediction_hooks()
         return super().predict(*args, **kwargs)
 
     def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:

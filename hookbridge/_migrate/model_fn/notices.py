@@ -1,0 +1,77 @@
+"""What ``model_fn_model`` runs otherwise than the Estimator did, said once per model.
+
+Each notice is a warning given the first time its case arises (docs/limits.md gives the
+reasons): the TRAIN ``model_fn``'s LOCAL variables updating at every step, its own summaries
+``fit`` does not write, the spec's training hooks running in a session beside the caller's
+``HookCallback``, and ``prediction_hooks`` ``predict`` does not run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+
+class Notices:
+    """The once-per-model warnings of one ``model_fn_model`` (named ``owner`` in each)."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        self._given: set[str] = set()
+
+    def _once(self, key: str) -> bool:
+        if key in self._given:
+            return False
+        self._given.add(key)
+        return True
+
+    def local_updates(self, names: list[str]) -> None:
+        """TRAIN-mode LOCAL variables update at every step of fit."""
+        if self._once("locals"):
+            warnings.warn(
+                f"{self._owner}: the TRAIN model_fn updates local variables {names} (streaming "
+                "metrics) at every step of fit; the Estimator's session updated them only on the "
+                "steps something fetched them. A hook reading them every step sees the "
+                "Estimator's values; one reading them every N steps "
+                "(LoggingTensorHook(every_n_iter=N), a summary every N steps) sees the metric "
+                "over all batches (docs/limits.md).",
+                stacklevel=5,
+            )
+
+    def summaries(self, summaries: list) -> None:
+        """The model_fn's own TRAIN summaries, which fit does not write."""
+        if summaries and self._once("summaries"):
+            names = sorted(t.op.name for t in summaries)
+            warnings.warn(
+                f"{self._owner}: the TRAIN model_fn's summaries {names} are not written: the "
+                "Estimator's SummarySaverHook wrote its SUMMARIES collection, estimator_hooks' "
+                "writes only the loss under fit (docs/limits.md).",
+                stacklevel=5,
+            )
+
+    def two_sessions(self, callbacks: Any) -> None:
+        """A caller's ``HookCallback`` beside the spec's training hooks (call it only when the
+        TRAIN spec has hooks)."""
+        from hookbridge._hook_callback.callback import HookCallback
+
+        if any(isinstance(c, HookCallback) for c in callbacks or ()) and self._once("two"):
+            warnings.warn(
+                f"{self._owner}: fit runs the spec's training hooks in a HookCallback of "
+                "their own, after yours: two sessions, where Estimator.train ran its hooks and "
+                "the spec's in one MonitoredSession (a CheckpointSaverHook among the spec's "
+                "hooks replaced the Estimator's own; here estimator_hooks' saver would save "
+                "too). Give estimator_hooks save_checkpoints_secs=0, save_checkpoints_steps=0 "
+                "when the spec saves (docs/limits.md).",
+                stacklevel=4,
+            )
+
+    def prediction_hooks(self) -> None:
+        """The PREDICT spec's ``prediction_hooks``, which predict does not run."""
+        if self._once("predict"):
+            warnings.warn(
+                f"{self._owner}: the PREDICT spec has prediction_hooks, which predict does "
+                "not run (Estimator.predict ran them on each batch's predictions): a "
+                "HookCallback in predict mode holds the model's outputs only, not the "
+                "model_fn's tensors they name (docs/limits.md). Run what they do after predict.",
+                stacklevel=3,
+            )

@@ -289,7 +289,7 @@ def _dense(x):
     return tf.matmul(x, kernel)
 
 
-def test_prediction_hooks_are_not_run_and_predict_says_so_once():
+def test_a_prediction_hook_holding_a_batch_tensor_is_refused_by_predict_not_by_the_build():
     from hookbridge.estimator_compat import EstimatorSpec
 
     seen = []
@@ -306,15 +306,11 @@ def test_prediction_hooks_are_not_run_and_predict_says_so_once():
         return EstimatorSpec(mode, predictions=logits, prediction_hooks=[Recording(logits)])
 
     x = np.ones((4, 2), "float32")
-    model = hookbridge.model_fn_model(model_fn, features=x)
-    with pytest.warns(UserWarning, match="prediction_hooks, which predict does not run"):
-        first = model.predict(x, verbose=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        second = model.predict(x, verbose=0)
-    np.testing.assert_array_equal(first, second)
-    np.testing.assert_array_equal(first, np.zeros((4, 1)))
-    assert seen == []  # not run: said, never half-run
+    model = hookbridge.model_fn_model(model_fn, features=x)  # model(x) and fit need no hook
+    np.testing.assert_array_equal(model(x), np.zeros((4, 1)))
+    with pytest.raises(ValueError, match=r"infer hook Recording names tensor 'logits:0'.*predict"):
+        model.predict(x, verbose=0)
+    assert seen == []  # refused before any hook ran, never half-run
 
 
 def test_a_callers_hook_callback_beside_the_spec_hooks_is_said_to_be_a_second_session():

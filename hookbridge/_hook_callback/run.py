@@ -250,6 +250,9 @@ class BridgeRun:
                 outputs = logs.get("outputs")
                 if outputs is not None:
                     self.resolver.set_outputs(outputs)
+                # predict's logs are the batch's own values (no metric runs over batches):
+                # what a model puts there beside its outputs (model_fn/prediction.py)
+                self.batch_values.update(logs, logs)
             else:
                 self.batch_values.update(logs, exact)
             # the fetches answered from what the bridge holds, under the same acquisition

@@ -9,7 +9,8 @@ Keras weights under their TF1 names (``VariableStore``), slots and ``beta1_power
 ``model_fn``'s LOCAL variables (streaming metrics) are state outside the checkpoint, reset at
 each ``fit`` as the Estimator's ``local_init_op`` at each ``train``; ``evaluate`` runs the EVAL
 mode's ``eval_metric_ops`` and ``evaluation_hooks`` as ``Estimator.evaluate`` did
-(``model_fn/evaluation.py``); ``export_saved_model`` writes the spec's ``export_outputs`` as
+(``model_fn/evaluation.py``); ``predict`` runs the PREDICT spec's ``prediction_hooks`` as
+``Estimator.predict`` did (``model_fn/prediction.py``); ``export_saved_model`` writes the spec's ``export_outputs`` as
 ``Estimator.export_saved_model`` did (``model_fn/export.py``).
 """
 
@@ -25,6 +26,7 @@ from hookbridge._hook_callback.graph import set_tf1_names
 from hookbridge._migrate.model_fn import export
 from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.notices import Notices
+from hookbridge._migrate.model_fn.prediction import hooked_predict, with_hook_values
 from hookbridge._migrate.model_fn.spec import (
     call_model_fn,
     hook_callback,
@@ -127,6 +129,10 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_notices", Notices(owner))  # not tracked by Keras
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
+        # predict runs prediction_hooks; why they cannot run; the hooked tensors of call()
+        object.__setattr__(self, "_mfn_hooking", False)
+        object.__setattr__(self, "_mfn_predict_refused", None)
+        object.__setattr__(self, "_mfn_hook_values", {})
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
         self._mfn_hook_keys: dict[str, list[str]] = {}
         # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
@@ -189,10 +195,16 @@ class ModelFnModel(keras.Model):
             spec = call_model_fn(model_fn, features, labels, mode, params, config)
             refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
             hooks = spec_hooks(spec, mode)
-            if mode == PREDICT:  # not run (predict warns): nothing of theirs is fetched
+            try:
+                extras = hook_fetches(self._mfn_owner, mode, hooks, graph)
+            except ValueError as error:
+                if mode != PREDICT:
+                    raise
+                # said when predict would run them (model(x) and fit need no prediction hook)
+                object.__setattr__(self, "_mfn_predict_refused", error)
+                extras = {}
+            if mode == PREDICT:
                 self._mfn_has_hooks[PREDICT] = bool(hooks)
-                hooks = ()
-            extras = hook_fetches(self._mfn_owner, mode, hooks, graph)
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
@@ -298,7 +310,12 @@ class ModelFnModel(keras.Model):
                     reduce_retracing=True,
                 )
             return self._mfn_predict(inputs)
-        return self._mfn_run(inputs, None, PREDICT)[0].predictions
+        spec, extras = self._mfn_run(inputs, None, PREDICT)
+        object.__setattr__(self, "_mfn_hook_values", extras)
+        return spec.predictions
+
+    def predict_step(self, data: Any) -> Any:
+        return with_hook_values(self, super().predict_step(data))  # call() set the hook values
 
     def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
         spec, extras = self._mfn_run(features, labels, TRAIN)
@@ -328,12 +345,16 @@ class ModelFnModel(keras.Model):
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result(), **extras}
 
-    def predict(self, *args: Any, **kwargs: Any) -> Any:
-        """Keras ``predict``: the PREDICT spec's ``predictions``; its ``prediction_hooks`` are
-        not run (a warning says so, docs/limits.md)."""
-        if self._mfn_has_hooks.get(PREDICT):
-            self._mfn_notices.prediction_hooks()
-        return super().predict(*args, **kwargs)
+    def predict(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
+        """Keras ``predict``: the PREDICT spec's ``predictions``, its ``prediction_hooks`` run
+        through a ``HookCallback`` after ``callbacks`` on each batch's own tensors, as
+        ``Estimator.predict`` ran them (``model_fn/prediction.py``, which says what it raises)."""
+        return hooked_predict(
+            self,
+            lambda given: super(ModelFnModel, self).predict(*args, callbacks=given, **kwargs),
+            callbacks,
+            lambda given: self._mfn_hook_callback(PREDICT, given),
+        )
 
     def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
         """Keras ``evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode

@@ -2,8 +2,8 @@
 
 Each notice is a warning given the first time its case arises (docs/limits.md gives the
 reasons): the TRAIN ``model_fn``'s LOCAL variables updating at every step, its own summaries
-``fit`` does not write, the spec's training hooks running in a session beside the caller's
-``HookCallback``, and ``prediction_hooks`` ``predict`` does not run.
+``fit`` does not write, and the spec's training hooks running in a session beside the caller's
+``HookCallback``.
 """
 
 from __future__ import annotations
@@ -63,15 +63,4 @@ class Notices:
                 "too). Give estimator_hooks save_checkpoints_secs=0, save_checkpoints_steps=0 "
                 "when the spec saves (docs/limits.md).",
                 stacklevel=4,
-            )
-
-    def prediction_hooks(self) -> None:
-        """The PREDICT spec's ``prediction_hooks``, which predict does not run."""
-        if self._once("predict"):
-            warnings.warn(
-                f"{self._owner}: the PREDICT spec has prediction_hooks, which predict does "
-                "not run (Estimator.predict ran them on each batch's predictions): a "
-                "HookCallback in predict mode holds the model's outputs only, not the "
-                "model_fn's tensors they name (docs/limits.md). Run what they do after predict.",
-                stacklevel=3,
             )

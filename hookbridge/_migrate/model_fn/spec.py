@@ -25,6 +25,9 @@ from hookbridge import _tfcompat
 #: Log keys HookCallback's graph already holds (its own ``loss`` and global step).
 _BRIDGE_KEYS = frozenset({"loss", "global_step"})
 
+#: The Keras run of each mode (``ModeKeys`` values), for errors.
+_RUNS = {"train": "fit", "eval": "evaluate", "infer": "predict"}
+
 #: The ``EstimatorSpec`` fields of each mode's hooks (``ModeKeys`` values; TRAIN's chief-only
 #: hooks first, as a chief ran them).
 _HOOK_FIELDS = {
@@ -164,9 +167,9 @@ def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any]) -
             return f"{key}:0"
         raise ValueError(
             f"{owner}: the {mode} hook {type(hook).__name__} names tensor {tensor.name!r} "
-            f"(shape {tensor.shape}); under fit a hook reads the model_fn's tensors as Keras "
-            "logs, which are scalars of an op's first output. Name a scalar (tf.identity(x, "
-            "name=...)) or reduce it (tf.reduce_mean) in the model_fn."
+            f"(shape {tensor.shape}); under {_RUNS[mode]} a hook reads the model_fn's tensors "
+            "as Keras logs, which are scalars of an op's first output. Name a scalar "
+            "(tf.identity(x, name=...)) or reduce it (tf.reduce_mean) in the model_fn."
         )
     if tensor.dtype in (tf.string, tf.variant, tf.resource):
         raise ValueError(

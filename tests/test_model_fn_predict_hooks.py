@@ -95,6 +95,7 @@ def predict_model_fn(features, labels, mode, params):
     if mode != "infer":
         return spec
     tf.reduce_mean(spec.predictions["logits"], name="mean_logit")
+    tf.reduce_min(spec.predictions["logits"], name="min_logit")  # what the caller's hook reads
     top = tf.reduce_max(spec.predictions["probabilities"])
     hook = RecordingHook("spec", ["mean_logit:0"], {"top": top}, stop_after=STOP["after"])
     return EstimatorSpec(mode, predictions=spec.predictions, prediction_hooks=[hook])
@@ -106,8 +107,13 @@ def _features():
     return tf.data.Dataset.from_tensor_slices(features).batch(mnist.BATCH)
 
 
-#: The cases: every batch, and the spec's hook stopping predict after two runs.
-CASES = {"all": None, "stop": 2}
+#: The cases: every batch, the spec's hook stopping predict after two runs, and a caller's hook
+#: (``Estimator.predict(hooks=...)``; ``predict(callbacks=[HookCallback(...)])``) beside it.
+CASES = {"all": None, "stop": 2, "caller": None}
+
+
+def _caller_hook():
+    return RecordingHook("caller", ["min_logit:0", "mean_logit:0"], {})
 
 
 def native_runs(tmp: Path) -> dict:
@@ -121,7 +127,8 @@ def native_runs(tmp: Path) -> dict:
     out = {}
     for case, stop in CASES.items():
         STOP["after"], RECORD[:] = stop, []
-        batches = list(estimator.predict(_features, yield_single_examples=False))
+        hooks = [_caller_hook()] if case == "caller" else None
+        batches = list(estimator.predict(_features, hooks=hooks, yield_single_examples=False))
         logits = np.concatenate([b["logits"] for b in batches]).tolist()
         out[case] = {"record": list(RECORD), "logits": logits}
     STOP["after"], RECORD[:] = None, []
@@ -190,6 +197,25 @@ def test_a_prediction_hook_that_asks_to_stop_ends_predict_as_the_estimators(mode
         got = _predict(model, 2)
     _check_record(list(RECORD), want["record"])
     np.testing.assert_allclose(got["logits"], want["logits"], rtol=1e-6, atol=1e-6)
+    RECORD[:] = []
+
+
+def test_a_callers_hook_callback_runs_with_the_spec_hooks_in_one_session_as_the_estimators(model):
+    want = json.loads(HOOKS_FILE.read_text())["caller"]
+    # One session: the caller's hook, then the spec's, at every call (Estimator.predict's order).
+    assert [e[:2] for e in want["record"][:4]] == [
+        ["caller", "begin"],
+        ["spec", "begin"],
+        ["caller", "session"],
+        ["spec", "session"],
+    ]
+    mine = hookbridge.HookCallback([_caller_hook()])
+    for _ in range(2):  # the same caller hook again, as a second Estimator.predict(hooks=...)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = _predict(model, None, callbacks=[mine])
+        _check_record(list(RECORD), want["record"])
+        np.testing.assert_allclose(got["logits"], want["logits"], rtol=1e-6, atol=1e-6)
     RECORD[:] = []
 
 

@@ -133,6 +133,8 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_hooking", False)
         object.__setattr__(self, "_mfn_predict_refused", None)
         object.__setattr__(self, "_mfn_hook_values", {})
+        object.__setattr__(self, "_mfn_caller_hooks", [])  # a caller's HookCallback's, predict
+        object.__setattr__(self, "_mfn_hooked_predicts", {})  # by log keys (prediction.py)
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
         self._mfn_hook_keys: dict[str, list[str]] = {}
         # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
@@ -205,6 +207,7 @@ class ModelFnModel(keras.Model):
                 extras = {}
             if mode == PREDICT:
                 self._mfn_has_hooks[PREDICT] = bool(hooks)
+                extras.update(hook_fetches(self._mfn_owner, mode, self._mfn_caller_hooks, graph))
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
@@ -353,7 +356,6 @@ class ModelFnModel(keras.Model):
             self,
             lambda given: super(ModelFnModel, self).predict(*args, callbacks=given, **kwargs),
             callbacks,
-            lambda given: self._mfn_hook_callback(PREDICT, given),
         )
 
     def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:

@@ -11,7 +11,8 @@ same step. A callback first in the list (``_HookValues``) moves them from Keras'
 ``outputs`` into the logs, where ``HookCallback`` reads them as that batch's values, and puts
 back the predictions as Keras gives them; ``predict`` returns the predictions alone. A hook
 asking to stop ends ``predict`` after that batch on Keras 3 (``stop_predicting``); tf_keras and
-Keras 2.15 cannot stop ``predict`` early (``HookCallback`` warns, docs/limits.md).
+Keras 2.15 cannot stop ``predict`` early (``HookCallback`` warns, docs/limits.md). A caller's
+``HookCallback`` is ``Estimator.predict(hooks=...)`` (``hooked_predict``).
 """
 
 from __future__ import annotations
@@ -52,34 +53,75 @@ class _HookValues(keras.callbacks.Callback):
             logs[key] = float(np.asarray(value).reshape(-1)[0])
 
 
-def hooked_predict(
-    model: Any, predict: Callable[[list], Any], callbacks: Any, bridge: Callable[[list], list]
-) -> Any:
-    """Runs Keras ``predict`` with the spec's ``prediction_hooks`` if it has any; returns the
+def hooked_predict(model: Any, predict: Callable[[Any], Any], callbacks: Any) -> Any:
+    """Runs Keras ``predict`` with the spec's ``prediction_hooks`` and the hooks of the caller's
+    ``HookCallback``s (``Estimator.predict(hooks=...)``) reading the PREDICT graph; returns the
     predictions.
+
+    As ``Estimator.predict`` ran the caller's hooks and the spec's in ONE session (the caller's
+    first), the spec's hooks join the caller's last ``HookCallback`` for this ``predict``, or
+    run in a ``HookCallback`` of their own after ``callbacks`` when there is none. The tensors
+    the caller's hooks name (as strings, in their attributes, as ``spec.hook_fetches`` finds
+    them; a ``HookCallback`` built from a callable is not searched) become log keys of their
+    ``HookCallback`` for this ``predict``.
 
     Args:
         model: the ``ModelFnModel`` (its ``_mfn_hooking`` makes the predict step return the
             hooked tensors too; its hooked and plain predict functions are kept apart).
         predict: Keras ``predict`` with the given callbacks.
         callbacks: the caller's callbacks (or None).
-        bridge: appends the ``HookCallback`` of fresh spec hooks to a callbacks list.
 
     Raises:
-        ValueError: a prediction hook names a tensor no Keras log can hold (not a scalar).
+        ValueError: a hook names a tensor no Keras log can hold (not a scalar).
     """
-    if not model._mfn_has_hooks.get("infer"):
-        return predict(callbacks)
-    if model._mfn_predict_refused is not None:
+    from hookbridge._hook_callback.callback import HookCallback
+
+    given = list(callbacks or [])
+    callers = [c for c in given if isinstance(c, HookCallback)]
+    theirs = [hook for c in callers for hook in c._hooks]
+    spec = model._mfn_has_hooks.get("infer")
+    if spec and model._mfn_predict_refused is not None:
         raise ValueError(str(model._mfn_predict_refused))
-    callbacks = [_HookValues(), *bridge(list(callbacks or []))]
-    plain = model.predict_function
-    model.predict_function = getattr(model, "_mfn_hooked_predict", None)
+    keys = _keys(model, theirs) if theirs else model._mfn_hook_keys.get("infer", [])
+    if not spec and not keys:
+        return predict(callbacks)
+    model._mfn_store.reset_locals("infer")  # as the Estimator's local_init_op
+    saved = [(c, c._log_names, c._make_hooks, c._hooks) for c in callers]
+    for c in callers:
+        c._log_names = [*c._log_names, *keys]
+    if spec and callers:
+        made = callers[-1]._make_hooks
+        callers[-1]._make_hooks = lambda: [*made(), *model._mfn_spec_hooks("infer")[1]]
+    elif spec:
+        fresh = model._mfn_spec_hooks("infer")[1]
+        given.append(HookCallback(fresh, log_names=list(keys)))
+    plain, functions = model.predict_function, model._mfn_hooked_predicts
+    model.predict_function = functions.get(tuple(keys))
     object.__setattr__(model, "_mfn_hooking", True)
+    object.__setattr__(model, "_mfn_caller_hooks", theirs)
     try:
-        result = predict(callbacks)
+        result = predict([_HookValues(), *given])
     finally:
-        object.__setattr__(model, "_mfn_hooked_predict", model.predict_function)
+        functions[tuple(keys)] = model.predict_function
         object.__setattr__(model, "_mfn_hooking", False)
+        object.__setattr__(model, "_mfn_caller_hooks", [])
         model.predict_function = plain
+        for c, names, make, hooks in saved:
+            c._log_names, c._make_hooks, c._hooks = names, make, hooks
     return result[0]
+
+
+def _keys(model: Any, hooks: list) -> list[str]:
+    """The log keys of the PREDICT graph's tensors the spec's hooks and ``hooks`` name."""
+    found: dict[str, Any] = {}
+
+    def trace(features: Any) -> Any:
+        found.update(model._mfn_run(features, None, "infer")[1])
+        return tf.constant(0.0)
+
+    object.__setattr__(model, "_mfn_caller_hooks", hooks)
+    try:
+        tf.function(trace).get_concrete_function(model._mfn_features)
+    finally:
+        object.__setattr__(model, "_mfn_caller_hooks", [])
+    return sorted(found)

@@ -52,20 +52,21 @@ def test_steps_must_be_positive(capsys):
     assert "--steps must be at least 1" in capsys.readouterr().err
 
 
+def _demo_run(tmp_path_factory):
+    """A run of ``hookbridge demo --steps 12`` into a folder of its own: (folder, process)."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    proc = _run("demo", "--out", str(out), "--steps", "12")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
 @pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory):
-    """Two runs of ``hookbridge demo --steps 12``, each into its own folder."""
-    runs = []
-    for _ in range(2):
-        out = tmp_path_factory.mktemp("demo") / "demo"
-        proc = _run("demo", "--out", str(out), "--steps", "12")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs.append((out, proc))
-    return runs
+def demo_run(tmp_path_factory):
+    return _demo_run(tmp_path_factory)
 
 
-def test_demo_end_to_end(demo_runs):
-    out, proc = demo_runs[0]
+def test_demo_end_to_end(demo_run):
+    out, proc = demo_run
     stdout = proc.stdout
     for hook in (
         "StopAtStepHook",
@@ -95,11 +96,15 @@ def test_demo_end_to_end(demo_runs):
     assert "loss = " in proc.stderr and "step = 0" in proc.stderr
 
 
-def test_demo_is_reproducible(demo_runs):
+@pytest.mark.one_stack(
+    "the demo's seeding is its own (one SEED, no TensorFlow/Keras version branch in _demo.py); "
+    "the demo itself runs end to end on every stack"
+)
+def test_demo_is_reproducible(demo_run, tmp_path_factory):
     import numpy as np
     import tensorflow as tf
 
-    (out1, proc1), (out2, proc2) = demo_runs
+    (out1, proc1), (out2, proc2) = demo_run, _demo_run(tmp_path_factory)
 
     def figures(out, proc):
         # Every line but the output folder and StepCounterHook's global_step/sec (a timing).
@@ -209,18 +214,22 @@ def _env_without_tf_settings(**extra: str) -> dict:
     return {**env, **extra}
 
 
-def _tensorflow_import_noise(env: dict) -> list[str]:
+@pytest.fixture(scope="module")
+def tensorflow_import_noise() -> list[str]:
+    """What a bare ``import tensorflow`` prints here at TensorFlow's default log level (0: the
+    variable unset, as in the first test below, or set to "0" by the user, as in the second)."""
     proc = subprocess.run(
         [sys.executable, "-c", "import tensorflow"],
-        capture_output=True, text=True, env=env, check=False, timeout=180,
+        capture_output=True, text=True, env=_env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0"),
+        check=False, timeout=180,
     )
     return [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
 
 
 @pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
-def test_check_prints_its_verdict_without_tensorflows_start_up_lines():
+def test_check_prints_its_verdict_without_tensorflows_start_up_lines(tensorflow_import_noise):
     env = _env_without_tf_settings()
-    noisy = _tensorflow_import_noise(env)  # what a bare `import tensorflow` prints here
+    noisy = tensorflow_import_noise
     proc = subprocess.run(
         [sys.executable, "-m", "hookbridge", "check", "check_targets:make_loss_every_2"],
         capture_output=True, text=True, env=env, check=False, timeout=240, cwd=ROOT,
@@ -233,9 +242,9 @@ def test_check_prints_its_verdict_without_tensorflows_start_up_lines():
 
 
 @pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
-def test_a_log_level_the_user_set_is_kept():
+def test_a_log_level_the_user_set_is_kept(tensorflow_import_noise):
     env = _env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0")
-    noisy = _tensorflow_import_noise(env)
+    noisy = tensorflow_import_noise
     if not noisy:
         pytest.skip("this TensorFlow prints nothing on import here")
     proc = subprocess.run(

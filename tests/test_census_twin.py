@@ -278,14 +278,29 @@ def estimator_back(tmp_path: Path, checkpoint: Path = BACK) -> list[float]:
     return native.train(model_dir, data.CONTINUE_SEED, STEPS, SWITCH + 2 * STEPS)
 
 
+#: The Estimator's own way back: from its step-360 checkpoint (``continued/``), 360 -> 420, as
+#: ``make_continued_back.py`` recorded it on TF 2.15 (deterministic: two runs bit-equal). CI
+#: reads it (a 60-step Estimator run saved); the deep profile reruns it against the record.
+CONTINUED_BACK = json.loads((FIXTURE / "continued_back.json").read_text())
+
+
 def test_the_estimator_continues_from_the_keras3_twins_checkpoint(tmp_path):
     """TF 2.15: the Estimator, from the step-360 checkpoint the twin wrote on TF 2.21 / Keras 3,
     continues loss by loss as the twin did in memory there and as the Estimator does from its
-    own step-360 checkpoint (``continued/``): the first 8 within rtol 2e-5, all 60 within the
-    census envelope."""
+    own step-360 checkpoint (``continued/``, ``CONTINUED_BACK``): the first 8 within rtol 2e-5,
+    all 60 within the census envelope."""
     pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
     recorded = json.loads((FIXTURE / "keras3_back.json").read_text())
     assert recorded["versions"]["keras"].startswith("3.")
     back = estimator_back(tmp_path)
     assert_follows(back, recorded["losses"])
-    assert_follows(back, estimator_back(tmp_path, FIXTURE / "continued"))
+    assert_follows(back, CONTINUED_BACK["losses"])
+
+
+@pytest.mark.deep
+def test_the_estimators_own_way_back_is_the_recorded_one(tmp_path):
+    """TF 2.15: ``continued_back.json`` is what the Estimator continuing from ``continued/``
+    gives now, loss for loss (bit-equal: the run is deterministic)."""
+    pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
+    assert CONTINUED_BACK["versions"]["tensorflow"] == tf.__version__
+    assert estimator_back(tmp_path, FIXTURE / "continued") == CONTINUED_BACK["losses"]

@@ -60,7 +60,10 @@ def logits(kind: str, model_dir):
     return np.stack([p["logits"] for p in predictions])
 
 
-@pytest.fixture(scope="module", params=["V1", "V2"])
+#: V1 (``shared_embedding_columns``, census's kind) in CI; V2 (``shared_embeddings``) under the
+#: ``deep`` profile: its names and its Estimator oracle run in CI in test_twin_columns
+#: (``V2 v2-shared``) and test_twin_matrix (``combined_v2``), whose way back is deep as well.
+@pytest.fixture(scope="module", params=["V1", pytest.param("V2", marks=pytest.mark.deep)])
 def runs(request, tmp_path_factory):
     kind = request.param
     return switch_and_back(

@@ -24,6 +24,7 @@ from typing import Any
 
 from hookbridge._migrate import state_writer
 from hookbridge._migrate.backup import keep_last_checkpoint
+from hookbridge._migrate.model_fn.training_hooks import claim as claim_spec_hooks
 
 #: Where ``estimator_hooks`` keeps the Estimator's last checkpoint, inside ``model_dir``.
 BACKUP_DIR = "estimator-backup"
@@ -143,6 +144,10 @@ def estimator_hooks(
             saver.writer = writer
         graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
     _recover_last_checkpoints(tf, graph.get_collection(v1.GraphKeys.SAVERS), model_dir)
+    # Under a model_fn_model's fit, the spec's hooks join here (model_fn/training_hooks.py).
+    spec_chief, spec_hooks = claim_spec_hooks()
+    training_hooks = [*training_hooks, *spec_hooks]
+    training_chief_hooks = [*training_chief_hooks, *spec_chief]
     if save_checkpoints_steps is None and save_checkpoints_secs is None:
         save_checkpoints_secs = _DEFAULT_SAVE_SECS
     chief: list[Any] = []

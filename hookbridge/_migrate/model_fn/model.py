@@ -16,6 +16,7 @@ mode's ``eval_metric_ops`` and ``evaluation_hooks`` as ``Estimator.evaluate`` di
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
-from hookbridge._migrate.model_fn import export
+from hookbridge._migrate.model_fn import export, training_hooks
 from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.notices import Notices
 from hookbridge._migrate.model_fn.prediction import hooked_predict, with_hook_values
@@ -254,14 +255,24 @@ class ModelFnModel(keras.Model):
         return hook_callback(lambda: self._mfn_spec_hooks(mode), keys, callbacks)
 
     def fit(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
-        """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks``
-        through a ``HookCallback`` after ``callbacks``, and the ``model_fn``'s LOCAL variables
-        (streaming metrics) from their initial values, as ``Estimator.train`` did."""
-        if self._mfn_has_hooks.get(TRAIN):
-            self._mfn_notices.two_sessions(callbacks)
-        callbacks = self._mfn_hook_callback(TRAIN, callbacks)
+        """Keras ``fit``, running the spec's ``training_hooks`` / ``training_chief_hooks`` in the
+        caller's ``HookCallback`` where ``Estimator.train`` ran them (``model_fn/
+        training_hooks.py``; in one of their own after ``callbacks`` when there is none), and
+        the ``model_fn``'s LOCAL variables (streaming metrics) from their initial values, as
+        ``Estimator.train`` did."""
+        keys = self._mfn_hook_keys.get(TRAIN, [])
+        theirs = training_hooks.user_hook_callbacks(callbacks)
+        join: Any = contextlib.nullcontext()
+        if self._mfn_has_hooks.get(TRAIN) and len(theirs) == 1:  # one session, as train()
+            self._mfn_store.reset_locals(TRAIN)
+            hooks = self._mfn_spec_hooks(TRAIN)
+            join = training_hooks.joined(theirs[0], lambda: hooks, keys)
+        else:
+            if self._mfn_has_hooks.get(TRAIN):
+                self._mfn_notices.two_sessions(theirs)
+            callbacks = self._mfn_hook_callback(TRAIN, callbacks)
         # The step returns the hooks' tensors as batch values: exact, not a running value.
-        with quiet_batch_logs(self._mfn_hook_keys.get(TRAIN, [])):
+        with join, quiet_batch_logs(keys):
             return super().fit(*args, callbacks=callbacks, **kwargs)
 
     def export_saved_model(

@@ -3,13 +3,12 @@
 Each notice is a warning given the first time its case arises (docs/limits.md gives the
 reasons): the TRAIN ``model_fn``'s LOCAL variables updating at every step, its own summaries
 ``fit`` does not write, and the spec's training hooks running in a session beside the caller's
-``HookCallback``.
+``HookCallback``s when there are several.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 
 class Notices:
@@ -49,18 +48,15 @@ class Notices:
                 stacklevel=5,
             )
 
-    def two_sessions(self, callbacks: Any) -> None:
-        """A caller's ``HookCallback`` beside the spec's training hooks (call it only when the
-        TRAIN spec has hooks)."""
-        from hookbridge._hook_callback.callback import HookCallback
-
-        if any(isinstance(c, HookCallback) for c in callbacks or ()) and self._once("two"):
+    def two_sessions(self, theirs: list) -> None:
+        """Several ``HookCallback`` of the caller's beside the spec's training hooks (call it
+        only when the TRAIN spec has hooks): which one ran them natively is not known."""
+        if len(theirs) > 1 and self._once("two"):
             warnings.warn(
-                f"{self._owner}: fit runs the spec's training hooks in a HookCallback of "
-                "their own, after yours: two sessions, where Estimator.train ran its hooks and "
-                "the spec's in one MonitoredSession (a CheckpointSaverHook among the spec's "
-                "hooks replaced the Estimator's own; here estimator_hooks' saver would save "
-                "too). Give estimator_hooks save_checkpoints_secs=0, save_checkpoints_steps=0 "
-                "when the spec saves (docs/limits.md).",
+                f"{self._owner}: fit got {len(theirs)} HookCallbacks, so the spec's training "
+                "hooks run in one of their own, after yours (Estimator.train ran its hooks and "
+                "the spec's in one MonitoredSession; with ONE HookCallback they join it, placed "
+                "as estimator_hooks places them). Give all your hooks to one HookCallback "
+                "(docs/limits.md).",
                 stacklevel=4,
             )

@@ -313,20 +313,24 @@ def test_a_prediction_hook_holding_a_batch_tensor_is_refused_by_predict_not_by_t
     assert seen == []  # refused before any hook ran, never half-run
 
 
-def test_a_callers_hook_callback_beside_the_spec_hooks_is_said_to_be_a_second_session():
+def test_several_hook_callbacks_beside_the_spec_hooks_are_said_to_be_a_second_session():
+    # With ONE HookCallback the spec's hooks join it (tests/test_model_fn_train_hooks.py).
     mnist = _mnist()
     features, labels = _rows(0)
     model = hookbridge.model_fn_model(
         mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
     )
     mine = hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(num_steps=2)])
+    other = hookbridge.HookCallback([])
     del mnist.LOG[:]
-    with pytest.warns(UserWarning, match="two sessions, where Estimator.train ran"):
-        model.fit(_dataset(0), epochs=1, verbose=0, callbacks=[mine])
+    with pytest.warns(UserWarning, match="2 HookCallbacks, so the spec's training hooks run"):
+        model.fit(_dataset(0), epochs=1, verbose=0, callbacks=[mine, other])
     assert len(mnist.LOG) == 2  # the caller's StopAtStepHook stopped both after two steps
     del mnist.LOG[:]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(_dataset(0), epochs=1, verbose=0)
-    assert not [w for w in caught if "two sessions" in str(w.message)]
+        mine = hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(num_steps=2)])
+        model.fit(_dataset(0), epochs=1, verbose=0, callbacks=[mine])
+    assert not [w for w in caught if "HookCallbacks" in str(w.message)]
+    assert len(mnist.LOG) == 2  # one session: the spec's hook ran in the caller's callback
     del mnist.LOG[:]

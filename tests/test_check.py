@@ -77,6 +77,14 @@ HOW = pytest.mark.parametrize(
         "in_process",
     ],
 )
+#: The same checks whose subprocess adds nothing to ``test_conforming_hook[subprocess]`` (exit 0)
+#: and ``test_bad_input_subprocess_and_json`` (exit 2): the entry point passes the status
+#: ``check_mod.main`` returns, whatever it is (``cli.main``: ``int(args.handler(args))``). In CI
+#: they run in process on every stack; their subprocess form in the deep profile (each is a
+#: TensorFlow start-up: 14-18 s under CI load).
+HOW_DEEP_SUBPROCESS = pytest.mark.parametrize(
+    "how", [pytest.param("subprocess", marks=pytest.mark.deep), "in_process"]
+)
 
 
 def _check(how: str, *args: str) -> tuple[int, str, str]:
@@ -99,7 +107,7 @@ def test_conforming_hook(how):
     assert "gave the same 10 events" in out
 
 
-@HOW
+@HOW_DEEP_SUBPROCESS
 def test_non_conforming_hook_shows_the_diff(how):
     code, out, err = _check(how, "check_targets:DenseWatcher")
     assert code == 1, err[-3000:]
@@ -114,7 +122,7 @@ def test_non_conforming_hook_shows_the_diff(how):
     assert "native" in out and "HookCallback" in out
 
 
-@HOW
+@HOW_DEEP_SUBPROCESS
 def test_callback_json(how):
     code, out, err = _check(how, "check_targets:make_early_stopping", "--callback", "--format", "json")
     assert code == 0, err[-3000:]
@@ -316,7 +324,7 @@ def test_defaults_adapt_to_what_the_user_gives(steps, per_epoch, shape):
     assert check_mod.CheckRequest("m:f", steps, per_epoch).shape() == shape
 
 
-@HOW
+@HOW_DEEP_SUBPROCESS
 def test_steps_alone_is_not_refused(how):
     # The report of issue 26: `--steps 10` failed on a --steps-per-epoch the user never set.
     code, out, err = _check(how, "check_targets:make_loss_every_2", "--steps", "10")

@@ -1,15 +1,20 @@
-"""Every script in examples/ runs (in a subprocess, as a user runs it) and does what it says."""
+"""Every script in examples/ runs (in a subprocess, as a user runs it) and does what it says.
+
+The examples that only print run as a subprocess on keras3 and in this process on the other
+stacks (:func:`example_output`): TensorFlow's start-up once per stack is enough."""
 
 from __future__ import annotations
 
 import csv
 import os
 import re
+import runpy
 import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
 
+import conftest
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -32,6 +37,21 @@ def run_example(
     return proc
 
 
+def example_output(name: str, capsys, monkeypatch) -> str:
+    """The stdout of ``examples/<name>`` run without arguments. On keras3 (the primary stack) as
+    a user runs it, in a subprocess (:func:`run_example`); on tfkeras and tf215 its ``__main__``
+    runs in this process (``runpy``): the stack's differences are the bridge's, the same in
+    process, and a subprocess adds only TensorFlow's start-up (6-8 s of CPU). For examples that
+    write nothing and read no environment variable: their only trace is stdout (each sets the
+    global seed, as every test's model does)."""
+    if conftest.STACK == "keras3":
+        return run_example(name).stdout
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / name)])
+    capsys.readouterr()
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    return capsys.readouterr().out
+
+
 def test_every_example_is_tested():
     tested = {
         "loss_hook.py",
@@ -46,8 +66,8 @@ def test_every_example_is_tested():
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
-def test_loss_hook_logs_every_step_and_stops_below_threshold():
-    out = run_example("loss_hook.py").stdout.splitlines()
+def test_loss_hook_logs_every_step_and_stops_below_threshold(capsys, monkeypatch):
+    out = example_output("loss_hook.py", capsys, monkeypatch).splitlines()
     assert out[:2] == ["begin", "session created"]
     steps = [re.fullmatch(r"step=(\d+) loss=([\d.]+)", line) for line in out[2:-2]]
     assert all(steps), out
@@ -98,8 +118,8 @@ def test_estimator_to_fit_resumes_from_checkpoint(tmp_path):
     assert (tmp_path / "model.ckpt-40.index").exists()
 
 
-def test_examples_per_second_hook_triggers_on_the_global_step():
-    out = run_example("examples_per_second.py").stdout
+def test_examples_per_second_hook_triggers_on_the_global_step(capsys, monkeypatch):
+    out = example_output("examples_per_second.py", capsys, monkeypatch)
     # 2048 / 64 = 32 steps per epoch, 2 epochs; the hook sees the stale (pre-step) global step
     # 0..63; the timer first triggers after warm_steps=5 at 6 (no interval yet, nothing logged),
     # then every 10 steps.
@@ -108,8 +128,8 @@ def test_examples_per_second_hook_triggers_on_the_global_step():
     assert "5 measurements over 64 steps" in out
 
 
-def test_history_saver_reads_losses_collection():
-    out = run_example("history_saver.py").stdout
+def test_history_saver_reads_losses_collection(capsys, monkeypatch):
+    out = example_output("history_saver.py", capsys, monkeypatch)
     assert re.findall(r"Running step: (\d+)", out) == ["1", "2", "3", "4"]
     history = re.search(r"mean_losses_history: (.*)", out).group(1).split()
     assert len(history) == 4

@@ -11,6 +11,8 @@ with an OOV bucket (linear), its crossing with a bucketized column, and its embe
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,6 +23,7 @@ from estimator_setup import (
     linear_data,
     run_config,
     switch_and_back,
+    train,
 )
 
 pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
@@ -132,7 +135,8 @@ def runs(request, tmp_path_factory):
         CONFIG,
         estimator_predict=lambda model_dir: logits(which, model_dir),
         keras_predict=lambda twin: twin.predict(FEATURES, verbose=0),
-    )
+        rollback=False,  # test_rolled_back_the_estimator_trains_as_it_did runs it
+    ) | {"which": which}
 
 
 def test_the_twin_predicts_the_estimators_logits_at_the_switch(runs):
@@ -151,8 +155,28 @@ def test_the_estimator_continues_as_the_twin_loss_by_loss(runs):
     np.testing.assert_allclose(runs["back"], runs["keras"], rtol=2e-5, atol=1e-7)
 
 
-def test_rolled_back_the_estimator_trains_as_it_did(runs):
-    np.testing.assert_array_equal(runs["rollback"], runs["native"])
+#: Rolling back (the Estimator restarted from the step-8 checkpoint ``estimator_hooks`` kept in
+#: ``estimator-backup``, trained to 16) in CI for the two combined classes, V1 and V2 (every part,
+#: two optimizers; test_optimizer_state rolls back too); the other cases' in the deep profile: the
+#: backup is the Estimator's own checkpoint files, kept whatever the class (tf215, load ~2: an
+#: Estimator run of 8 steps, about 4 s each).
+ROLLBACK_IN_CI = {"DNNLinearCombinedClassifier V2", "DNNLinearCombinedClassifier V1, categorical"}
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [w if w in ROLLBACK_IN_CI else pytest.param(w, marks=pytest.mark.deep) for w in CANNED],
+    indirect=True,
+    scope="module",
+)
+def test_rolled_back_the_estimator_trains_as_it_did(runs, tmp_path):
+    which = runs["which"]
+    rollback = tmp_path / "rollback"
+    shutil.copytree(runs["back_dir"].parent / "bridged" / "estimator-backup", rollback)
+    labels = LABELS[CANNED[which][1]]
+    losses = train(estimator(which, rollback), dataset_fn(FEATURES, labels), 16)
+    assert len(losses) == 8
+    np.testing.assert_array_equal(losses, runs["native"])
 
 
 def test_what_the_twin_cannot_build_is_named():

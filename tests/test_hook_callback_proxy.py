@@ -216,7 +216,7 @@ def test_a_hooks_thread_never_sees_the_global_step_go_backwards():
     # (natively the derived read is not ordered before the train op: stale or fresh, by race)
     assert all(s in (i, i + 1) for i, s in enumerate(native_main.stale))
     (thread, main), model = bridged(
-        lambda: [ThreadReader(), FetchesDerivedStep()], 20, epochs=80, batch=4
+        lambda: [ThreadReader(), FetchesDerivedStep()], 400, epochs=4, batch=4
     )
     final = int(model.optimizer.iterations.numpy())
     assert final == 1600

@@ -144,8 +144,9 @@ def estimator_hooks(
             saver.writer = writer
         graph.add_to_collection(v1.GraphKeys.SAVERS, saver)
     _recover_last_checkpoints(tf, graph.get_collection(v1.GraphKeys.SAVERS), model_dir)
-    # Under a model_fn_model's fit, the spec's hooks join here (model_fn/training_hooks.py).
-    spec_chief, spec_hooks = claim_spec_hooks()
+    # Under a model_fn_model's fit, the spec's hooks join here and its summaries are written
+    # beside the SummarySaverHook's (model_fn/training_hooks.py, model_fn/summaries.py).
+    spec_chief, spec_hooks = claim_spec_hooks(model_dir, save_summary_steps)
     training_hooks = [*training_hooks, *spec_hooks]
     training_chief_hooks = [*training_chief_hooks, *spec_chief]
     if save_checkpoints_steps is None and save_checkpoints_secs is None:

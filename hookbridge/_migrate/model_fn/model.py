@@ -36,6 +36,7 @@ from hookbridge._migrate.model_fn.spec import (
     refuse_scaffold,
     spec_hooks,
 )
+from hookbridge._migrate.model_fn.summaries import SummaryWrites
 from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
 from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
 
@@ -128,6 +129,8 @@ class ModelFnModel(keras.Model):
         self._mfn_store = VariableStore(self._mfn_make_weight, owner)
         self._mfn_labels = False
         object.__setattr__(self, "_mfn_notices", Notices(owner))  # not tracked by Keras
+        object.__setattr__(self, "_mfn_summaries", SummaryWrites())
+        object.__setattr__(self, "_mfn_train_summaries", [])  # of the last TRAIN trace
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
         # predict runs prediction_hooks; why they cannot run; the hooked tensors of call()
@@ -220,7 +223,7 @@ class ModelFnModel(keras.Model):
                 self._mfn_notices.local_updates(sorted(v.name.split(":")[0] for v in locals_))
             if mode == TRAIN:
                 summaries = graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
-                self._mfn_notices.summaries(summaries)
+                object.__setattr__(self, "_mfn_train_summaries", list(summaries))
             if mode != EVAL:  # evaluate runs only what its fetches need (evaluation.py)
                 refuse_unrun_writes(self._mfn_owner, mode, new_ops, [*fetches, *extras.values()])
         self._mfn_hook_keys.setdefault(mode, sorted(extras))
@@ -263,17 +266,21 @@ class ModelFnModel(keras.Model):
         keys = self._mfn_hook_keys.get(TRAIN, [])
         theirs = training_hooks.user_hook_callbacks(callbacks)
         join: Any = contextlib.nullcontext()
-        if self._mfn_has_hooks.get(TRAIN) and len(theirs) == 1:  # one session, as train()
+        if len(theirs) == 1:  # one session, as train(); summaries if it has estimator_hooks
             self._mfn_store.reset_locals(TRAIN)
-            hooks = self._mfn_spec_hooks(TRAIN)
-            join = training_hooks.joined(theirs[0], lambda: hooks, keys)
+            hooks = self._mfn_spec_hooks(TRAIN) if self._mfn_has_hooks.get(TRAIN) else ([], [])
+            join = training_hooks.joined(theirs[0], lambda: hooks, keys, self._mfn_summaries)
         else:
             if self._mfn_has_hooks.get(TRAIN):
                 self._mfn_notices.two_sessions(theirs)
             callbacks = self._mfn_hook_callback(TRAIN, callbacks)
         # The step returns the hooks' tensors as batch values: exact, not a running value.
-        with join, quiet_batch_logs(keys):
-            return super().fit(*args, callbacks=callbacks, **kwargs)
+        try:
+            with join, quiet_batch_logs(keys):
+                return super().fit(*args, callbacks=callbacks, **kwargs)
+        finally:
+            if not self._mfn_summaries.stop():
+                self._mfn_notices.summaries(self._mfn_train_summaries)
 
     def export_saved_model(
         self, export_dir_base: str, serving_input_receiver_fn: Callable[[], Any]
@@ -332,6 +339,7 @@ class ModelFnModel(keras.Model):
         return with_hook_values(self, super().predict_step(data))  # call() set the hook values
 
     def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
+        before = self._mfn_step().read_value()  # the step the Estimator's hooks read in the run
         spec, extras = self._mfn_run(features, labels, TRAIN)
         self._mfn_has_hooks[TRAIN] = bool(spec_hooks(spec, TRAIN))
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
@@ -340,7 +348,10 @@ class ModelFnModel(keras.Model):
                 f"{'loss' if getattr(spec, 'loss', None) is None else 'train_op'} in TRAIN mode; "
                 "fit runs the model_fn's own train_op on its loss."
             )
-        with tf.control_dependencies([spec.train_op]):
+        runs = [spec.train_op]
+        if self._mfn_train_summaries:  # written on the SummarySaverHook's steps only
+            runs.append(self._mfn_summaries.op(self._mfn_train_summaries, before))
+        with tf.control_dependencies(runs):
             return tf.identity(spec.loss), extras
 
     def train_step(self, data: Any) -> dict:

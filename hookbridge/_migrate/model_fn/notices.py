@@ -38,14 +38,15 @@ class Notices:
             )
 
     def summaries(self, summaries: list) -> None:
-        """The model_fn's own TRAIN summaries, which fit does not write."""
+        """The model_fn's own TRAIN summaries, which this fit did not write."""
         if summaries and self._once("summaries"):
             names = sorted(t.op.name for t in summaries)
             warnings.warn(
-                f"{self._owner}: the TRAIN model_fn's summaries {names} are not written: the "
-                "Estimator's SummarySaverHook wrote its SUMMARIES collection, estimator_hooks' "
-                "writes only the loss under fit (docs/limits.md).",
-                stacklevel=5,
+                f"{self._owner}: the TRAIN model_fn's summaries {names} were not written: the "
+                "Estimator's SummarySaverHook wrote its SUMMARIES collection into model_dir; "
+                "fit writes them there when its callbacks hold ONE HookCallback whose hooks come "
+                "from hookbridge.estimator_hooks(model_dir, ...) (docs/limits.md).",
+                stacklevel=3,
             )
 
     def two_sessions(self, theirs: list) -> None:

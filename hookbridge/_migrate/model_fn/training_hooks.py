@@ -30,19 +30,24 @@ _PENDING: contextvars.ContextVar[_Pending | None] = contextvars.ContextVar(
 
 
 class _Pending:
-    def __init__(self, chief: list, hooks: list) -> None:
+    def __init__(self, chief: list, hooks: list, summaries: Any) -> None:
         self.chief = chief
         self.hooks = hooks
+        self.summaries = summaries
         self.claimed = False
 
 
-def claim() -> tuple[list, list]:
+def claim(model_dir: str, save_summary_steps: int | None) -> tuple[list, list]:
     """For ``estimator_hooks``: the (chief-only, other) hooks of the ``model_fn`` spec whose
-    ``fit`` is making this callback's hooks, once; ``([], [])`` outside such a call."""
+    ``fit`` is making this callback's hooks, once; ``([], [])`` outside such a call. The
+    ``model_fn``'s own summaries are written into ``model_dir`` every ``save_summary_steps``
+    (``model_fn/summaries.py``), as the Estimator's ``SummarySaverHook`` wrote them."""
     pending = _PENDING.get()
     if pending is None or pending.claimed:
         return [], []
     pending.claimed = True
+    if pending.summaries is not None:
+        pending.summaries.start(model_dir, save_summary_steps)
     return list(pending.chief), list(pending.hooks)
 
 
@@ -55,7 +60,10 @@ def user_hook_callbacks(callbacks: Any) -> list:
 
 @contextlib.contextmanager
 def joined(
-    bridge: Any, fresh_hooks: Callable[[], tuple[list, list]], log_names: Sequence[str]
+    bridge: Any,
+    fresh_hooks: Callable[[], tuple[list, list]],
+    log_names: Sequence[str],
+    summaries: Any = None,
 ) -> Iterator[None]:
     """For one ``fit``: ``bridge`` (the caller's ``HookCallback``) runs the spec's hooks too.
 
@@ -63,13 +71,14 @@ def joined(
         bridge: the caller's ``HookCallback``.
         fresh_hooks: the spec's hooks of a new ``model_fn`` call: (chief-only hooks, hooks).
         log_names: the log keys of the ``model_fn`` tensors the hooks name.
+        summaries: the model's ``SummaryWrites`` (started if ``estimator_hooks`` takes them).
     """
     from hookbridge._hook_callback.workers import is_chief
 
     make, names = bridge._make_hooks, bridge._log_names
 
     def make_joined() -> list:
-        pending = _Pending(*fresh_hooks())  # fresh at each run, as each train() call made them
+        pending = _Pending(*fresh_hooks(), summaries)  # fresh at each run, as each train() call made them
         token = _PENDING.set(pending)
         try:
             hooks = list(make())

@@ -72,7 +72,8 @@ def read_events(model_dir: Path) -> dict:
     tags = events.Tags()
     found = {t: [[e.step, e.value] for e in events.Scalars(t)] for t in tags["scalars"]}
     for tag in tags["histograms"]:
-        found[tag] = [[e.step, e.histogram_value.num, e.histogram_value.sum] for e in events.Histograms(tag)]
+        histograms = events.Histograms(tag)
+        found[tag] = [[e.step, e.histogram_value.num, e.histogram_value.sum] for e in histograms]
     return found
 
 
@@ -118,7 +119,8 @@ def bridged_values(tmp: Path, **kwargs) -> tuple[dict, list]:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(_dataset(), epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(hooks)], **kwargs)
+        callback = hookbridge.HookCallback(hooks)
+        model.fit(_dataset(), epochs=1, verbose=0, callbacks=[callback], **kwargs)
     return read_events(model_dir), [str(w.message) for w in caught]
 
 

@@ -42,10 +42,10 @@ class Notices:
         if summaries and self._once("summaries"):
             names = sorted(t.op.name for t in summaries)
             warnings.warn(
-                f"{self._owner}: the TRAIN model_fn's summaries {names} were not written: the "
-                "Estimator's SummarySaverHook wrote its SUMMARIES collection into model_dir; "
-                "fit writes them there when its callbacks hold ONE HookCallback whose hooks come "
-                "from hookbridge.estimator_hooks(model_dir, ...) (docs/limits.md).",
+                f"{self._owner}: the TRAIN model_fn's summaries {names} are not written by "
+                "this fit: the Estimator's SummarySaverHook wrote its SUMMARIES collection into "
+                "model_dir; fit writes them there when its callbacks hold ONE HookCallback whose "
+                "hooks come from hookbridge.estimator_hooks(model_dir, ...) (docs/limits.md).",
                 stacklevel=3,
             )
 

@@ -1,4 +1,4 @@
-"""The TRAIN ``model_fn``'s own summaries, written as the Estimator's ``SummarySaverHook`` wrote them.
+"""The TRAIN ``model_fn``'s own summaries, written as the Estimator's ``SummarySaverHook`` did.
 
 ``Estimator.train``'s ``MonitoredTrainingSession`` ran ``SummarySaverHook(save_steps=
 save_summary_steps, output_dir=model_dir)`` on the merged ``SUMMARIES`` collection: fetched on the

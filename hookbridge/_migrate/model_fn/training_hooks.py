@@ -78,7 +78,7 @@ def joined(
     make, names = bridge._make_hooks, bridge._log_names
 
     def make_joined() -> list:
-        pending = _Pending(*fresh_hooks(), summaries)  # fresh at each run, as each train() call made them
+        pending = _Pending(*fresh_hooks(), summaries)  # fresh hooks at each run, as train()
         token = _PENDING.set(pending)
         try:
             hooks = list(make())

@@ -167,11 +167,14 @@ def test_the_sdist_holds_the_test_suite(sdist):
 
 
 def test_the_sdists_tests_run(sdist):
-    # A quick file of the suite, run from the unpacked sdist against the sdist's own sources.
+    # Quick tests of the suite, run from the unpacked sdist against the sdist's own sources (its
+    # conftest, and _tfcompat's private symbols, found by reading the sdist's package); the rest
+    # of test_tfcompat.py is what the suite itself runs.
     env = {**os.environ, "PYTHONPATH": str(sdist), "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "tests/test_tfcompat.py", "tests/test_check.py::test_defaults_adapt_to_what_the_user_gives"],
+         "tests/test_tfcompat.py::test_private_symbol_still_exists",
+         "tests/test_check.py::test_defaults_adapt_to_what_the_user_gives"],
         capture_output=True, text=True, check=False, cwd=sdist, env=env, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

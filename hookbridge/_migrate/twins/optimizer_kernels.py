@@ -180,8 +180,10 @@ def classes(keras: Any) -> dict[str, type]:
             name = name or self.kind
             if keras3:
                 super().__init__(learning_rate=learning_rate, name=name)
-            else:  # Keras 2.11+: XLA off (the sparse ops and tf.unique have no fixed shapes)
-                super().__init__(name=name, jit_compile=False)
+            else:  # Keras 2.11+: XLA off (the sparse ops and tf.unique have no fixed shapes);
+                # no weight decay: the distributed base's default 0 would add `var -= var * 0 *
+                # lr` per variable a step (Grappler drops the update, not its two variable reads)
+                super().__init__(name=name, jit_compile=False, weight_decay=None)
                 _tfcompat.keras2_optimizer_set_learning_rate(self, learning_rate)
             self.flavor = flavor
             self.lr_value = (
@@ -213,9 +215,37 @@ def classes(keras: Any) -> dict[str, type]:
                 _tfcompat.keras_optimizer_variable_index(self, variable)
             ]
 
+        def apply_gradients(self, *args: Any, **kwargs: Any) -> Any:
+            return self._reading_the_rate_once(super().apply_gradients, *args, **kwargs)
+
+        if keras3:  # Keras 3's own train_step calls apply (apply_gradients calls it too)
+
+            def apply(self, *args: Any, **kwargs: Any) -> Any:
+                return self._reading_the_rate_once(super().apply, *args, **kwargs)
+
+        def _reading_the_rate_once(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+            """``method(*args, **kwargs)`` reading the learning rate once for all its
+            variables, as TF1's ``_prepare`` converts it once (Keras reads it per variable:
+            one ``ReadVariableOp`` each a step); the same value, nothing assigns it between."""
+            outermost = self._hb_rates is None
+            if outermost:  # object's setattr: a plain attribute, not one Keras/TF track
+                object.__setattr__(self, "_hb_rates", {})
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if outermost:
+                    object.__setattr__(self, "_hb_rates", None)
+
+        _hb_rates: dict | None = None  # {dtype: the rate read}, while a call above runs
+
         def update_step(self, gradient: Any, variable: Any, learning_rate: Any = None) -> Any:
-            lr = self.learning_rate if learning_rate is None else learning_rate
-            lr = tf.cast(lr, variable.dtype)
+            rates = self._hb_rates if not tf.distribute.has_strategy() else None
+            lr = None if rates is None else rates.get(variable.dtype)
+            if lr is None:
+                lr = self.learning_rate if learning_rate is None else learning_rate
+                lr = tf.convert_to_tensor(tf.cast(lr, variable.dtype))
+                if rates is not None:
+                    rates[variable.dtype] = lr
             kernel = _KERNELS[self.kind][0]
             if isinstance(gradient, tf.IndexedSlices):
                 values, indices = gradient.values, gradient.indices

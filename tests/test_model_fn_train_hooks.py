@@ -191,6 +191,32 @@ def test_plain_hooks_run_with_the_spec_hooks_in_one_session(native, model):
     assert [h.name for h in callback.hooks] == ["chief", "user", "spec"]
 
 
+def test_a_host_call_is_refused_naming_it_on_every_stack():
+    # TPUEstimator (use_tpu=False) ran host_call through its private outfeed hook, writing
+    # tf.compat.v2 summaries; not reproduced. On tf215 TF's own TPUEstimatorSpec turned it into
+    # ops the step refused as unrelated writes (an UPDATE_OPS hint): now the host_call is named.
+    from hookbridge.estimator_compat import TPUEstimatorSpec
+
+    def model_fn(features, labels, mode):
+        logits = tf.reduce_sum(features, axis=1, keepdims=True) * v1.get_variable("w", [])
+        if mode == "infer":
+            return TPUEstimatorSpec(mode, predictions=logits)
+        loss = tf.reduce_mean((logits - labels) ** 2)
+        step = v1.train.get_or_create_global_step()
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, step)
+
+        def host_call(loss):
+            return [tf.identity(loss)]
+
+        return TPUEstimatorSpec(
+            mode, loss=loss, train_op=train_op, host_call=(host_call, [tf.reshape(loss, [1])])
+        )
+
+    x, y = np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
+    with pytest.raises(NotImplementedError, match=r"model_fn_model \(train\): TPUEstimatorSpec.host_c"):
+        hookbridge.model_fn_model(model_fn, features=x, labels=y)
+
+
 if __name__ == "__main__":  # writes the native record (tf215: the Estimator)
     import tempfile
 

@@ -238,6 +238,15 @@ _TPU_FIELDS = (
 )
 
 
+#: Why a ``host_call`` is refused (here and by ``model_fn_model`` for TF's own class).
+HOST_CALL_REFUSED = (
+    "TPUEstimatorSpec.host_call is run by TPUEstimator's private outfeed hook, which "
+    "hookbridge does not reproduce: call the host_call function on its tensors inside "
+    "the model_fn (use_tpu=False computes the same thing), or run the Estimator on "
+    "TF 2.15"
+)
+
+
 def _check_host_call(name: str, value: Any) -> None:
     """``(fn, tensors)``, tensors a list or dict, as ``_OutfeedHostCall.validate`` asks."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
@@ -300,12 +309,7 @@ class _TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS))
                 outfeed hook; write its summaries in the ``model_fn`` or a hook instead).
         """
         if self.host_call is not None:
-            raise NotImplementedError(
-                "TPUEstimatorSpec.host_call is run by TPUEstimator's private outfeed hook, which "
-                "hookbridge does not reproduce: call the host_call function on its tensors inside "
-                "the model_fn (use_tpu=False computes the same thing), or run the Estimator on "
-                "TF 2.15"
-            )
+            raise NotImplementedError(HOST_CALL_REFUSED)
         eval_metric_ops = None
         if self.eval_metrics:
             metric_fn, tensors = self.eval_metrics

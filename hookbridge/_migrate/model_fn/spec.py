@@ -62,6 +62,10 @@ def call_model_fn(
     with _tfcompat.tf1_graph_equality():
         spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
         if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as TPUEstimator runs it on CPU
+            if getattr(spec, "host_call", None) is not None:  # TF's class too (tf215)
+                from hookbridge._migrate.model_fn.compat import HOST_CALL_REFUSED
+
+                raise NotImplementedError(f"model_fn_model ({mode}): {HOST_CALL_REFUSED}")
             spec = spec.as_estimator_spec()  # (TF's makes an EstimatorSpec: set(LOCAL_VARIABLES))
     return spec
 

@@ -1,4 +1,4 @@
-"""The spec's training hooks and the caller's ``HookCallback``: ONE hook session, as Estimator.train.
+"""The spec's training hooks and the caller's ``HookCallback``: ONE hook session, as train().
 
 ``Estimator.train`` ran the caller's ``hooks=``, its own hooks and the spec's ``training_hooks`` /
 ``training_chief_hooks`` in one ``MonitoredTrainingSession`` (chief hooks first). The subject is the
@@ -213,7 +213,8 @@ def test_a_host_call_is_refused_naming_it_on_every_stack():
         )
 
     x, y = np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
-    with pytest.raises(NotImplementedError, match=r"model_fn_model \(train\): TPUEstimatorSpec.host_c"):
+    refused = r"model_fn_model \(train\): TPUEstimatorSpec.host_call"
+    with pytest.raises(NotImplementedError, match=refused):
         hookbridge.model_fn_model(model_fn, features=x, labels=y)
 
 

@@ -153,6 +153,10 @@ def make_twin(root: Path, flat: bool = True):
 class _StampCallback(tf.keras.callbacks.Callback):
     def __init__(self, clock):
         super().__init__()
+        # The stamp reads no logs: Keras 2 and tf_keras then leave them as tensors, as they do
+        # for their own callbacks, instead of converting them to numpy every step because of
+        # the instrument (the Estimator's stamp hook fetches nothing either).
+        self._supports_tf_logs = True
         self.clock = clock
         self.stamps: list[float] = []
         self.begins: list[float] = []

@@ -564,3 +564,42 @@ def test_the_scanned_columns_are_tensorflows(monkeypatch, root, module, function
     assert len(combined) == 1
     assert [(c.argument, c.type, c.key) for c in combined[0].columns] == native
     assert all(c.builds for c in combined[0].columns) and len(native) == 18
+
+
+@pytest.mark.parametrize(
+    "imports, call",
+    [
+        ("import census_columns", "census_columns.build_model_columns()"),
+        ("from census_columns import build_model_columns", "build_model_columns()"),
+    ],
+)
+def test_a_name_the_scanned_module_lacks_is_said_so(tmp_path, imports, call):
+    job = _job(
+        tmp_path,
+        {
+            "census_columns.py": """
+            import tensorflow as tf
+
+            def wide_and_deep():
+                return [tf.feature_column.numeric_column("a")], [tf.feature_column.numeric_column("b")]
+            """,
+            "train.py": f"""
+            import tensorflow as tf
+            {imports}
+
+            wide, deep = {call}
+            est = tf.compat.v1.estimator.DNNLinearCombinedClassifier(
+                linear_feature_columns=wide, dnn_feature_columns=deep, dnn_hidden_units=[4]
+            )
+            """,
+        },
+    )
+    row = _row(scan(job), "train.py", "DNNLinearCombined")
+    reasons = [c.reason for c in row.columns]
+    assert reasons and all(
+        "census_columns (census_columns.py) is scanned but has no name build_model_columns; "
+        "its functions using columns: wide_and_deep"
+        in r
+        and "outside" not in r
+        for r in reasons
+    ), reasons

@@ -62,7 +62,8 @@ class Values(Calls, Containers):
         elif isinstance(node, ast.Attribute):
             found = self._imported(m, m.qualify(node))
             if not found:
-                yield unknown(at, f"{short_text(node)} is not a name of the scanned tree")
+                reason = self._missing(m, m.qualify(node))
+                yield unknown(at, reason or f"{short_text(node)} is not a name of the scanned tree")
             for value in found:
                 yield from self._values(value, depth + 1)
         elif isinstance(node, ast.Subscript):
@@ -180,7 +181,10 @@ class Values(Calls, Containers):
         else:
             qualified = m.qualify(node)
             found = self._imported(m, qualified)
-            if not found and qualified and qualified != node.id:
+            missing = self._missing(m, qualified) if not found else None
+            if missing:
+                yield unknown(at, missing)
+            elif not found and qualified and qualified != node.id:
                 yield unknown(at, f"{node.id} comes from {qualified}, outside the scanned tree")
             elif not found:
                 yield unknown(at, f"{node.id} is not assigned in the scanned tree")
@@ -240,6 +244,27 @@ class Values(Calls, Containers):
             return []
         values, where, _ = binding(other, (), attr, None)
         return [At(other, where, value) for value in values]
+
+    def _missing(self, m: ModuleInfo, qualified: str | None) -> str | None:
+        """Why ``module.attr`` is not found when ``module`` IS scanned: it has no such name."""
+        if not qualified or "." not in qualified:
+            return None
+        name, _, attr = qualified.rpartition(".")
+        find = getattr(m.project, "find", None)
+        other = find(name) if find is not None else m.project.get(name)
+        if other is None or other is m:
+            return None
+        if binding(other, (), attr, None)[0] or any(
+            getattr(node, "name", None) == attr for node in other.tree.body
+        ):
+            return None
+        functions = [
+            node.name
+            for node in other.tree.body
+            if isinstance(node, ast.FunctionDef) and "column" in ast.unparse(node)
+        ]
+        have = f"; its functions using columns: {', '.join(functions)}" if functions else ""
+        return f"{name} ({other.path}) is scanned but has no name {attr}{have}"
 
 
 def _optional(name: str, control: ast.AST, taken: tuple, skipped: tuple) -> Either:

@@ -10,6 +10,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 from hypothesis import HealthCheck, settings
 
@@ -83,13 +84,32 @@ def make_data(n: int = 64, dim: int = 4, seed: int = 0):
     return x, y
 
 
-def make_model(lr: float = 0.01, metrics=("mae",), dim: int = 4, seed: int = 0, **compile_kw):
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((dim,)), keras.layers.Dense(8), keras.layers.Dense(1)])
-    model.compile(
-        optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=list(metrics), **compile_kw
-    )
-    return model
+def make_model(
+    lr: float = 0.01,
+    metrics=("mae",),
+    dim: int = 4,
+    seed: int = 0,
+    reuse: bool = False,
+    **compile_kw,
+):
+    """Dense(8) -> Dense(1) on ``dim`` inputs, SGD(``lr``), mse. ``reuse=True``: the model an
+    earlier test built with the same arguments, reset to its built state, its functions still
+    traced (``tests/reused_models.py`` says when a test may ask for it)."""
+
+    def build():
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential(
+            [keras.Input((dim,)), keras.layers.Dense(8), keras.layers.Dense(1)]
+        )
+        model.compile(
+            optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=list(metrics), **compile_kw
+        )
+        return model
+
+    if not reuse:
+        return build()
+    key = (lr, tuple(metrics), dim, seed, repr(sorted(compile_kw.items())))
+    return reused_models.reused(key, seed, build)
 
 
 @pytest.fixture
@@ -112,6 +132,7 @@ def _collect_each_tests_garbage():
     test_a_hooks_thread_never_sees_the_global_step_go_backwards 102 s for 5.6 s).
     """
     yield
+    reused_models.release_all()
     if KERAS3:
         gc.collect()
         gc.freeze()

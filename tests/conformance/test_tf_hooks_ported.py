@@ -31,7 +31,7 @@ def fit(
     steps per call: the model's ``steps_per_execution``). Returns the model."""
     if x is None:
         x, y = make_data(n=16 * steps)
-    model = model or make_model()
+    model = model or make_model(reuse=True)
     callbacks = [*extra, hook_callback, *after]
     if loop:
         return loop_fit(model, x, y, callbacks, per_call)

@@ -191,10 +191,10 @@ def test_plain_hooks_run_with_the_spec_hooks_in_one_session(native, model):
     assert [h.name for h in callback.hooks] == ["chief", "user", "spec"]
 
 
-def test_a_host_call_is_refused_naming_it_on_every_stack():
-    # TPUEstimator (use_tpu=False) ran host_call through its private outfeed hook, writing
-    # tf.compat.v2 summaries; not reproduced. On tf215 TF's own TPUEstimatorSpec turned it into
-    # ops the step refused as unrelated writes (an UPDATE_OPS hint): now the host_call is named.
+def test_what_a_host_call_cannot_run_is_refused_naming_it_on_every_stack():
+    # TRAIN host_call runs under fit (test_model_fn_host_call.py). TPUEstimator (use_tpu=False)
+    # also ran it as an evaluation hook, and on every step's own tensors: an EVAL host_call and
+    # fit running several steps per execution (only the last step's logs come back) are refused.
     from hookbridge.estimator_compat import TPUEstimatorSpec
 
     def model_fn(features, labels, mode):
@@ -213,9 +213,12 @@ def test_a_host_call_is_refused_naming_it_on_every_stack():
         )
 
     x, y = np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
-    refused = r"model_fn_model \(train\): TPUEstimatorSpec.host_call"
-    with pytest.raises(NotImplementedError, match=refused):
-        hookbridge.model_fn_model(model_fn, features=x, labels=y)
+    model = hookbridge.model_fn_model(model_fn, features=x, labels=y)
+    with pytest.raises(NotImplementedError, match=r"host_call in EVAL mode.*not under evaluate"):
+        model.evaluate(x, y, verbose=0)
+    model.compile(steps_per_execution=2)
+    with pytest.raises(NotImplementedError, match=r"host_call.*2 steps per execution"):
+        model.fit(x, y, verbose=0)
 
 
 if __name__ == "__main__":  # writes the native record (tf215: the Estimator)

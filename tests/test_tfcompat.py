@@ -926,3 +926,27 @@ def test_keras_concatenated_reads_every_last_axis_concatenation_and_no_other():
     assert _tfcompat.keras_concatenated(a) is None
     assert _tfcompat.keras_tensor_layer(layer).name == "cat"
     assert _tfcompat.keras_tensor_layer(tf.constant(1.0)) is None
+
+
+# ---- hostcall2 ----
+def test_update_op_input_rewires_one_input_of_a_traced_op():
+    seen = {}
+
+    @tf.function
+    def traced():
+        a, b = tf.constant(1.0), tf.constant(5.0)
+        total = tf.add(a, tf.constant(2.0))
+        _tfcompat.update_op_input(total.op, 0, b)
+        seen["inputs"] = [t.name for t in total.op.inputs]
+        return total
+
+    assert float(traced()) == 7.0, "Operation._update_input no longer rewires the edge"
+    assert len(seen["inputs"]) == 2
+
+
+def test_keras_steps_per_execution_reads_what_compile_set():
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=3)
+    assert _tfcompat.keras_steps_per_execution(model) == 3
+    model.compile(optimizer="sgd", loss="mse")
+    assert _tfcompat.keras_steps_per_execution(model) == 1

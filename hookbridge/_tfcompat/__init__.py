@@ -79,6 +79,7 @@ from hookbridge._tfcompat.graph import (  # noqa: F401
     tf1_graph_equality,
     tf1_name_scope,
     unbound_summary_ops,
+    update_op_input,
 )
 from hookbridge._tfcompat.hooks import (  # noqa: F401
     checkpoint_saver_hook_saver,
@@ -97,6 +98,7 @@ from hookbridge._tfcompat.models import (  # noqa: F401
     keras3_track_loss,
     keras3_track_weight,
     keras_concatenated,
+    keras_steps_per_execution,
     keras_tensor_inputs,
     keras_tensor_layer,
     keras_weight_variable,

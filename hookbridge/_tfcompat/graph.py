@@ -305,3 +305,15 @@ def captured_handles(graph: Any, variables: Any) -> set[int]:
         )
     handles = {id(v.handle) for v in variables}
     return {id(internal) for external, internal in captures if id(external) in handles}
+
+
+def update_op_input(op: Any, index: int, tensor: Any) -> None:
+    """Makes ``tensor`` (same graph and dtype) input ``index`` of the traced ``op``: the private
+    ``Operation._update_input`` (TensorFlow's ``UpdateEdge``)."""
+    update = getattr(op, "_update_input", None)
+    if update is None:
+        raise AttributeError(
+            f"TF {tf.__version__}: Operation has no _update_input: update "
+            "hookbridge._tfcompat.update_op_input"
+        )
+    update(index, tensor)

@@ -122,3 +122,17 @@ def keras_concatenated(tensor: Any) -> list[Any] | None:
     if axis not in (-1, rank - 1):
         return None
     return list(tf.nest.flatten(node.input_tensors))
+
+
+def keras_steps_per_execution(model: Any) -> int:
+    """How many steps a compiled model's ``train_function`` runs per call: Keras 3's
+    ``steps_per_execution``, tf_keras's / Keras 2's private ``_steps_per_execution`` variable."""
+    steps = getattr(model, "steps_per_execution", None)
+    if steps is None:
+        steps = getattr(model, "_steps_per_execution", None)
+    if steps is None:
+        raise AttributeError(
+            f"{type(model).__name__} has no steps_per_execution: update "
+            "hookbridge._tfcompat.keras_steps_per_execution"
+        )
+    return int(steps.numpy()) if hasattr(steps, "numpy") else int(steps)

@@ -26,6 +26,7 @@ from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
 from hookbridge._migrate.model_fn import export, training_hooks
 from hookbridge._migrate.model_fn.evaluation import EvalStep
+from hookbridge._migrate.model_fn.host_call import HostCall
 from hookbridge._migrate.model_fn.notices import Notices
 from hookbridge._migrate.model_fn.prediction import hooked_predict, with_hook_values
 from hookbridge._migrate.model_fn.spec import (
@@ -33,6 +34,7 @@ from hookbridge._migrate.model_fn.spec import (
     hook_callback,
     hook_fetches,
     quiet_batch_logs,
+    refuse_host_call,
     refuse_scaffold,
     spec_hooks,
 )
@@ -133,6 +135,7 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_train_summaries", [])  # of the last TRAIN trace
         self._mfn_predict: Any = None
         object.__setattr__(self, "_mfn_eval", None)  # EvalStep, made at the first evaluate
+        object.__setattr__(self, "_mfn_host", HostCall(owner))  # TRAIN host_call (host_call.py)
         # predict runs prediction_hooks; why they cannot run; the hooked tensors of call()
         object.__setattr__(self, "_mfn_hooking", False)
         object.__setattr__(self, "_mfn_predict_refused", None)
@@ -198,7 +201,11 @@ class ModelFnModel(keras.Model):
         model_fn, params, config = self._mfn
         with self._mfn_store.scope(self._mfn_step, mode) as graph:
             first = len(graph.get_operations())
-            spec = call_model_fn(model_fn, features, labels, mode, params, config)
+            host: list = []
+            spec = call_model_fn(model_fn, features, labels, mode, params, config, host)
+            if host:  # TPUEstimatorSpec.host_call: the TRAIN step returns its tensors
+                refuse_host_call(self._mfn_owner, mode)
+                self._mfn_host.found = (host[0], graph, first)
             refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
             hooks = spec_hooks(spec, mode)
             try:
@@ -276,7 +283,7 @@ class ModelFnModel(keras.Model):
             callbacks = self._mfn_hook_callback(TRAIN, callbacks)
         # The step returns the hooks' tensors as batch values: exact, not a running value.
         try:
-            with join, quiet_batch_logs(keys):
+            with join, quiet_batch_logs(keys), self._mfn_host.running(self):
                 return super().fit(*args, callbacks=callbacks, **kwargs)
         finally:
             if not self._mfn_summaries.stop():
@@ -340,7 +347,10 @@ class ModelFnModel(keras.Model):
 
     def _mfn_train_graph(self, features: Any, labels: Any) -> tuple[tf.Tensor, dict[str, Any]]:
         before = self._mfn_step().read_value()  # the step the Estimator's hooks read in the run
+        pre = self._mfn_host.pre_reads()  # what host_call reads as the Estimator's run read it
         spec, extras = self._mfn_run(features, labels, TRAIN)
+        variables = {**self._mfn_store.by_name(), "global_step": self._mfn_step()}
+        extras = {**extras, **self._mfn_host.outputs(pre, variables)}
         self._mfn_has_hooks[TRAIN] = bool(spec_hooks(spec, TRAIN))
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:
             raise ValueError(
@@ -369,6 +379,11 @@ class ModelFnModel(keras.Model):
         loss, extras = self._mfn_train_graph(features, labels)
         self._mfn_loss.update_state(loss)
         return {"loss": self._mfn_loss.result(), **extras}
+
+    def make_train_function(self, force: bool = False) -> Any:
+        super().make_train_function(force)
+        self.train_function = self._mfn_host.wrap(self.train_function)  # host_call.py
+        return self.train_function
 
     def predict(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
         """Keras ``predict``: the PREDICT spec's ``predictions``, its ``prediction_hooks`` run

@@ -38,9 +38,16 @@ _HOOK_FIELDS = {
 
 
 def call_model_fn(
-    model_fn: Callable[..., Any], features: Any, labels: Any, mode: str, params: Any, config: Any
+    model_fn: Callable[..., Any],
+    features: Any,
+    labels: Any,
+    mode: str,
+    params: Any,
+    config: Any,
+    host_calls: list | None = None,
 ) -> Any:
-    """Calls ``model_fn`` with the arguments it names, as ``Estimator._call_model_fn`` does."""
+    """Calls ``model_fn`` with the arguments it names, as ``Estimator._call_model_fn`` does; a
+    ``TPUEstimatorSpec``'s ``host_call`` is taken out into ``host_calls`` (``host_call.py``)."""
     names = inspect.signature(model_fn).parameters
     kwargs: dict[str, Any] = {}
     if "labels" in names:
@@ -62,12 +69,23 @@ def call_model_fn(
     with _tfcompat.tf1_graph_equality():
         spec = tf.autograph.experimental.do_not_convert(model_fn)(features=features, **kwargs)
         if hasattr(spec, "as_estimator_spec"):  # TPUEstimatorSpec, as TPUEstimator runs it on CPU
-            if getattr(spec, "host_call", None) is not None:  # TF's class too (tf215)
-                from hookbridge._migrate.model_fn.compat import HOST_CALL_REFUSED
-
-                raise NotImplementedError(f"model_fn_model ({mode}): {HOST_CALL_REFUSED}")
+            if host_calls is not None and getattr(spec, "host_call", None) is not None:
+                host_calls.append(spec.host_call)
+                # anew: TF's keeps its host calls aside (_host_calls), which _replace copies
+                spec = type(spec)(**{**spec._asdict(), "host_call": None})
             spec = spec.as_estimator_spec()  # (TF's makes an EstimatorSpec: set(LOCAL_VARIABLES))
     return spec
+
+
+def refuse_host_call(owner: str, mode: str) -> None:
+    """Raises for a ``host_call`` outside TRAIN mode (``TPUEstimator`` ran it as an evaluation
+    and prediction hook too; ``model_fn_model`` runs it under ``fit`` only: ``host_call.py``)."""
+    if mode != "train":
+        raise NotImplementedError(
+            f"{owner}: the model_fn's TPUEstimatorSpec has a host_call in {mode.upper()} mode; "
+            f"model_fn_model runs host_call under fit (TRAIN mode) only, not under "
+            f"{_RUNS[mode]}. Return it in TRAIN mode only, or run the TPUEstimator on TF 2.15."
+        )
 
 
 def spec_hooks(spec: Any, mode: str) -> tuple:

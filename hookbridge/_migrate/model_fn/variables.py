@@ -56,6 +56,10 @@ class VariableStore:
         """The ``tf.Variable`` of every weight and LOCAL variable made so far."""
         return [v for _, v in self._weights.values()] + [v for v, _ in self._locals.values()]
 
+    def by_name(self) -> dict[str, tf.Variable]:
+        """``{TF1 name: tf.Variable}`` of every weight made so far."""
+        return {name: v for name, (_, v) in self._weights.items()}
+
     def weight(self, name: str) -> Any:
         """The Keras weight of the TF1 variable ``name``."""
         return self._weights[name][0]

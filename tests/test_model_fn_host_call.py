@@ -1,0 +1,146 @@
+"""``TPUEstimatorSpec.host_call`` under ``fit``, as ``TPUEstimator(use_tpu=False)`` ran it.
+
+The subject is the r1 MNIST ``model_fn`` (``tests/fixtures/model_fns/mnist.py``) returning, in
+TRAIN mode, a ``TPUEstimatorSpec`` whose ``host_call`` writes the loss, the learning rate and
+the global step (tensors reshaped to ``[1]``, ``gs[0]`` the step, as tensor2tensor's and
+efficientnet's ``host_fn`` do) with a v2 summary writer. ``TPUEstimator(use_tpu=False)`` on TF
+2.15 continues 5 steps from the fixture's checkpoint; ``fit`` of ``model_fn_model`` does the
+same: both event files, read with ``EventAccumulator``, hold the same tags, steps and values.
+Elsewhere the native record is ``mnist/host_call.json``, written by the same native run
+(``python tests/test_model_fn_host_call.py`` on tf215).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hookbridge
+from hookbridge._migrate.model_fn import compat
+
+v1 = tf.compat.v1
+HERE = Path(__file__).resolve().parent / "fixtures" / "model_fns"
+FIXTURE = json.loads((HERE / "fixtures.json").read_text())["subjects"]["mnist"]
+RECORD_FILE = HERE / "mnist" / "host_call.json"
+STEPS = 5
+TAGS = ("loss", "learning_rate", "step")
+
+
+def _mnist():
+    if str(HERE.parent.parent) not in sys.path:  # run as a script
+        sys.path.insert(0, str(HERE.parent.parent))
+    from fixtures.model_fns import mnist
+
+    return mnist
+
+
+def model_fn(features, labels, mode, params):
+    """MNIST's, as a TPUEstimatorSpec with a summary-writing host_call in TRAIN mode."""
+    spec = _mnist().model_fn(features, labels, mode, {**params, "log": False})
+    if mode != "train":
+        return spec
+    logdir = params["host_dir"]
+
+    def host_fn(gs, loss, lr):
+        with tf.compat.v2.summary.create_file_writer(logdir).as_default():
+            with tf.compat.v2.summary.record_if(True):
+                tf.compat.v2.summary.scalar("loss", loss[0], step=gs[0])
+                tf.compat.v2.summary.scalar("learning_rate", lr[0], step=gs[0])
+                tf.compat.v2.summary.scalar("step", tf.cast(gs[0], tf.float32), step=gs[0])
+                return v1.summary.all_v2_summary_ops()
+
+    graph = v1.get_default_graph()
+    tensors = [
+        tf.reshape(v1.train.get_global_step(), [1]),
+        tf.reshape(spec.loss, [1]),
+        tf.reshape(graph.get_tensor_by_name("learning_rate:0"), [1]),
+    ]
+    return compat.TPUEstimatorSpec(
+        mode, loss=spec.loss, train_op=spec.train_op, host_call=(host_fn, tensors)
+    )
+
+
+def _dataset(params=None):
+    mnist = _mnist()
+    rows = mnist.rows(FIXTURE["seeds"]["continue"], STEPS * mnist.BATCH)
+    return tf.data.Dataset.from_tensor_slices(rows).batch(mnist.BATCH, drop_remainder=True)
+
+
+def read_events(logdir: Path) -> dict:
+    """``{tag: [[step, value], ...]}`` of the v2 scalars in ``logdir``'s event files."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    files = sorted(logdir.glob("events.out.tfevents.*"))
+    assert len(files) == 1, files
+    acc = event_accumulator.EventAccumulator(str(files[0]), size_guidance={"tensors": 0})
+    acc.Reload()
+    return {
+        tag: [[e.step, float(tf.make_ndarray(e.tensor_proto))] for e in acc.Tensors(tag)]
+        for tag in acc.Tags()["tensors"]
+    }
+
+
+def native_record(tmp: Path) -> dict:
+    """``TPUEstimator(use_tpu=False).train`` continuing from the fixture, one thread."""
+    mnist = _mnist()
+    model_dir = tmp / "native"
+    shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
+    session = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    config = v1.estimator.tpu.RunConfig(
+        model_dir=str(model_dir), tf_random_seed=12, session_config=session
+    )
+    estimator = v1.estimator.tpu.TPUEstimator(
+        model_fn=model_fn,
+        use_tpu=False,
+        train_batch_size=mnist.BATCH,
+        params={**mnist.PARAMS, "host_dir": str(tmp / "host")},
+        config=config,
+    )
+    estimator.train(lambda params: _dataset(), steps=STEPS)
+    return read_events(tmp / "host")
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory) -> dict:
+    reference = json.loads(RECORD_FILE.read_text())
+    if compat.NATIVE:
+        _check(native_record(tmp_path_factory.mktemp("native")), reference)
+    return reference
+
+
+def _check(record: dict, reference: dict, late: int = 0) -> None:
+    """``late``: how many steps later ``record`` read the global step (see the bridged test)."""
+    assert sorted(record) == sorted(TAGS) == sorted(reference)
+    for tag in TAGS:
+        assert [s for s, _ in record[tag]] == [s + late for s, _ in reference[tag]], tag
+        got = np.array([v for _, v in record[tag]])
+        want = np.array([v + (late if tag == "step" else 0) for _, v in reference[tag]])
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=0, err_msg=tag)
+    assert len(reference["loss"]) == STEPS
+
+
+def test_fit_runs_host_call_as_tpu_estimator_use_tpu_false(native, tmp_path):
+    mnist = _mnist()
+    rows = mnist.rows(0, mnist.BATCH)
+    params = {**mnist.PARAMS, "host_dir": str(tmp_path / "host")}
+    model = hookbridge.model_fn_model(model_fn, params=params, features=rows[0], labels=rows[1])
+    assert not (tmp_path / "host").exists()  # building runs no step: no event file
+    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    history = model.fit(_dataset(), epochs=1, verbose=0)
+    assert sorted(history.history) == ["loss"]  # the host tensors reach no callback
+    # The global step is read before the train_op's increment, as in TPUEstimator's session.run.
+    _check(read_events(tmp_path / "host"), native)
+
+
+if __name__ == "__main__":  # writes the native record (tf215: TPUEstimator)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        RECORD_FILE.write_text(json.dumps(native_record(Path(tmp)), indent=0) + "\n")
+    print(f"wrote {RECORD_FILE}")

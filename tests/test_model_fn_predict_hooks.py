@@ -74,8 +74,8 @@ class RecordingHook(tf.compat.v1.train.SessionRunHook):
             [
                 self.tag,
                 "run",
-                [float(v) for v in results["named"]],
-                {k: float(v) for k, v in results["tensors"].items()},
+                [_value(v) for v in results["named"]],
+                {k: _value(v) for k, v in results["tensors"].items()},
                 int(results["step"]),
             ]
         )
@@ -85,6 +85,13 @@ class RecordingHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session):
         RECORD.append([self.tag, "end", int(session.run(self._step))])
+
+
+def _value(value):
+    """A fetched value as recorded: a float, or the batch's array as nested lists with its dtype."""
+    if np.ndim(value) == 0:
+        return float(value)
+    return [str(np.asarray(value).dtype), np.asarray(value).tolist()]
 
 
 def predict_model_fn(features, labels, mode, params):
@@ -97,7 +104,15 @@ def predict_model_fn(features, labels, mode, params):
     tf.reduce_mean(spec.predictions["logits"], name="mean_logit")
     tf.reduce_min(spec.predictions["logits"], name="min_logit")  # what the caller's hook reads
     top = tf.reduce_max(spec.predictions["probabilities"])
-    hook = RecordingHook("spec", ["mean_logit:0"], {"top": top}, stop_after=STOP["after"])
+    tf.identity(spec.predictions["probabilities"], name="probs")  # [batch, 4], by name
+    # Whole tensors of the batch too: per-example logits [batch, 4] and classes (int64 [batch]).
+    tensors = {
+        "top": top,
+        "logits": spec.predictions["logits"],
+        "classes": spec.predictions["classes"],
+    }
+    names = ["mean_logit:0", "probs:0"]
+    hook = RecordingHook("spec", names, tensors, stop_after=STOP["after"])
     return EstimatorSpec(mode, predictions=spec.predictions, prediction_hooks=[hook])
 
 
@@ -113,7 +128,7 @@ CASES = {"all": None, "stop": 2, "caller": None}
 
 
 def _caller_hook():
-    return RecordingHook("caller", ["min_logit:0", "mean_logit:0"], {})
+    return RecordingHook("caller", ["min_logit:0", "mean_logit:0", "probs:0"], {})
 
 
 def native_runs(tmp: Path) -> dict:
@@ -152,11 +167,23 @@ def _check_record(got: list, want: list) -> None:
         if mine[1] != "run":
             assert mine == theirs
             continue
-        np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-6, atol=1e-6, err_msg="named")
+        assert len(mine[2]) == len(theirs[2])
+        for i, (value, want) in enumerate(zip(mine[2], theirs[2])):
+            _check_value(value, want, f"named {i}")
         assert sorted(mine[3]) == sorted(theirs[3])
         for key in theirs[3]:
-            np.testing.assert_allclose(mine[3][key], theirs[3][key], rtol=1e-6, err_msg=key)
+            _check_value(mine[3][key], theirs[3][key], key)
         assert mine[4] == theirs[4], "global step"
+
+
+def _check_value(value, want, what):
+    """A scalar within 1e-6; an array of the same dtype and shape (the batch's own rows)."""
+    if isinstance(want, float):
+        np.testing.assert_allclose(value, want, rtol=1e-6, atol=1e-6, err_msg=what)
+        return
+    assert value[0] == want[0], f"{what}: dtype {value[0]}, natively {want[0]}"
+    assert np.shape(value[1]) == np.shape(want[1]), what
+    np.testing.assert_allclose(value[1], want[1], rtol=1e-6, atol=1e-6, err_msg=what)
 
 
 def _predict(model, stop, **kwargs):

@@ -136,7 +136,13 @@ class Resolver:
             elif key in reads or (_MEAN, key) in reads:  # loss:0 (or a tensor derived from
                 # it) in predict, or a key Keras has not logged yet: the error held() gives
                 raise _no_value(t if key in reads else side.mean_tensors[key], key)
-        if side.outputs is not None and self._outputs is not None:
+        if (
+            side.outputs is not None
+            and self._outputs is not None
+            and not isinstance(self._outputs, dict)
+        ):
+            # (a dict of outputs, Keras 2's predict logs of a dict model, is no float32 array:
+            # not fed; a run reading outputs:0 then says it needs a value)
             feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
         return feeds
 

@@ -28,7 +28,7 @@ from hookbridge._migrate.model_fn import export, training_hooks
 from hookbridge._migrate.model_fn.evaluation import EvalStep
 from hookbridge._migrate.model_fn.host_call import HostCall
 from hookbridge._migrate.model_fn.notices import Notices
-from hookbridge._migrate.model_fn.prediction import hooked_predict, with_hook_values
+from hookbridge._migrate.model_fn.prediction import hook_arrays, hooked_predict, with_hook_values
 from hookbridge._migrate.model_fn.spec import (
     call_model_fn,
     hook_callback,
@@ -140,6 +140,7 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_hooking", False)
         object.__setattr__(self, "_mfn_predict_refused", None)
         object.__setattr__(self, "_mfn_hook_values", {})
+        object.__setattr__(self, "_mfn_hook_arrays", {})  # non-scalar hooked: (dtype, shape)
         object.__setattr__(self, "_mfn_caller_hooks", [])  # a caller's HookCallback's, predict
         object.__setattr__(self, "_mfn_hooked_predicts", {})  # by log keys (prediction.py)
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
@@ -219,6 +220,7 @@ class ModelFnModel(keras.Model):
             if mode == PREDICT:
                 self._mfn_has_hooks[PREDICT] = bool(hooks)
                 extras.update(hook_fetches(self._mfn_owner, mode, self._mfn_caller_hooks, graph))
+                self._mfn_hook_arrays.update(hook_arrays(extras))
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their
             # updates run every step here, where the Estimator ran them when fetched (limits.md).

@@ -137,10 +137,12 @@ def hook_fetches(owner: str, mode: str, hooks: Sequence[Any], graph: tf.Graph) -
         graph: the ``model_fn``'s graph.
 
     Returns:
-        ``{log key: scalar float32 tensor}`` (the key is the tensor's op name).
+        ``{log key: tensor}`` (the key is the tensor's op name): a scalar as float32; in
+        PREDICT mode a non-scalar tensor as it is.
 
     Raises:
-        ValueError: a hook names a tensor that is not a scalar, or not an op's first output.
+        ValueError: a hook names a tensor that is not an op's first output, or outside PREDICT
+            mode one that is not a scalar.
     """
     found: dict[str, Any] = {}
     changed = [False]
@@ -184,9 +186,12 @@ def _tensor_named(graph: tf.Graph, name: str) -> Any:
 
 def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any]) -> str:
     key = tensor.op.name
-    if tensor.value_index != 0 or not tensor.shape.is_compatible_with([]) or key in _BRIDGE_KEYS:
-        if key in _BRIDGE_KEYS:
-            return f"{key}:0"
+    if key in _BRIDGE_KEYS:
+        return f"{key}:0"
+    scalar = tensor.shape.is_compatible_with([])
+    # predict hands a hook the batch's whole tensor (model_fn/prediction.py); fit and evaluate
+    # read them as Keras logs, which are scalars.
+    if tensor.value_index != 0 or not (scalar or mode == "infer"):
         raise ValueError(
             f"{owner}: the {mode} hook {type(hook).__name__} names tensor {tensor.name!r} "
             f"(shape {tensor.shape}); under {_RUNS[mode]} a hook reads the model_fn's tensors "
@@ -198,7 +203,7 @@ def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any]) -
             f"{owner}: the {mode} hook {type(hook).__name__} names tensor {tensor.name!r} of "
             f"dtype {tensor.dtype.name}, which a Keras log cannot hold."
         )
-    found[key] = tf.cast(tensor, tf.float32)
+    found[key] = tf.cast(tensor, tf.float32) if scalar else tensor
     return f"{key}:0"
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import io
+import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +100,26 @@ def _tf1_checkpoint(directory, steps=2):
         return prefix, sess.run(logits, {x: X})
 
 
+@pytest.fixture(scope="module")
+def _trained_once(tmp_path_factory):
+    """:func:`_tf1_checkpoint`'s directory, written once for the module (the graph's build is
+    most of a test's time here): (directory, the prefix's file name, its predictions)."""
+    directory = tmp_path_factory.mktemp("tf1_bert")
+    prefix, predictions = _tf1_checkpoint(directory)
+    return directory, Path(prefix).name, predictions
+
+
+@pytest.fixture
+def tf1_checkpoint(_trained_once, tmp_path):
+    """:func:`_tf1_checkpoint` into ``tmp_path``: a copy of the module's, its checkpoint state
+    pointing at the copy; (prefix, predictions on X)."""
+    directory, name, predictions = _trained_once
+    shutil.copytree(directory, tmp_path, dirs_exist_ok=True)
+    prefix = str(tmp_path / name)
+    v1.train.update_checkpoint_state(str(tmp_path), prefix)
+    return prefix, predictions.copy()
+
+
 def _tf1_continue(model_dir):
     """What the TF1 job does with ``model_dir`` (as ``Estimator.train``: its ``Saver`` restores
     the latest checkpoint): (global step, predictions on X, the loss of its next step)."""
@@ -153,8 +175,8 @@ def _suggested_map(message):
     return ast.literal_eval("\n".join(lines))
 
 
-def test_auto_refuses_same_shaped_weights_names_cannot_pair(tmp_path):
-    prefix, _ = _tf1_checkpoint(tmp_path)
+def test_auto_refuses_same_shaped_weights_names_cannot_pair(tmp_path, tf1_checkpoint):
+    prefix, _ = tf1_checkpoint
     model = _keras_model()
     before = [w.copy() for w in model.get_weights()]
     with pytest.raises(ValueError) as e:
@@ -187,8 +209,8 @@ def test_auto_refuses_same_shaped_weights_names_cannot_pair(tmp_path):
         assert hookbridge.restore_checkpoint(model, prefix, suggested) == 2
 
 
-def test_the_explicit_map_predicts_as_the_tf1_graph(tmp_path):
-    prefix, native = _tf1_checkpoint(tmp_path)
+def test_the_explicit_map_predicts_as_the_tf1_graph(tf1_checkpoint):
+    prefix, native = tf1_checkpoint
     model = _keras_model()
     assert hookbridge.restore_checkpoint(model, prefix, _explicit_map(model)) == 2
     np.testing.assert_allclose(model.predict(X, verbose=0), native, rtol=1e-5, atol=1e-6)
@@ -217,8 +239,7 @@ def _fit_writing(model, model_dir, **kwargs):
     )
 
 
-def test_the_way_back_writes_with_the_map_of_the_restore(tmp_path):
-    _tf1_checkpoint(tmp_path)
+def test_the_way_back_writes_with_the_map_of_the_restore(tmp_path, tf1_checkpoint):
     model = _keras_model()
     mapping = _explicit_map(model)
     hookbridge.restore_checkpoint(model, tmp_path, mapping)
@@ -237,8 +258,7 @@ def test_the_way_back_writes_with_the_map_of_the_restore(tmp_path):
     np.testing.assert_allclose(loss, np.mean(np.square(mine - Y)), rtol=1e-5)
 
 
-def test_a_map_disagreeing_with_the_restore_is_refused(tmp_path):
-    _tf1_checkpoint(tmp_path)
+def test_a_map_disagreeing_with_the_restore_is_refused(tmp_path, tf1_checkpoint):
     model = _keras_model()
     mapping = _explicit_map(model)
     hookbridge.restore_checkpoint(model, tmp_path, mapping)

@@ -17,6 +17,11 @@ from typing import Any
 
 import tensorflow as tf
 
+from hookbridge._migrate.model_fn.spec import quiet_batch_logs, spec_hooks
+
+#: ``tf.estimator.ModeKeys.EVAL``.
+EVAL = "eval"
+
 
 class EvalStep:
     """The EVAL graph of a ``model_fn`` and its two pruned parts.
@@ -84,3 +89,47 @@ class EvalStep:
         if self._values is None:
             return {}
         return {key: tf.cast(v, tf.float32) for key, v in zip(self.keys, self._values())}
+
+
+def evaluate(model: Any, run: Callable[[Any], Any], callbacks: Any) -> Any:
+    """``model.evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode
+    ``eval_metric_ops`` updates and loss; the logs are each ``metric_value`` after the batch (the
+    last batch's: the Estimator's result) and ``loss``, the mean of the batches' losses; the
+    LOCAL variables of EVAL mode start from their initial values; the spec's
+    ``evaluation_hooks`` run through a ``HookCallback`` after ``callbacks``.
+
+    Args:
+        model: the ``ModelFnModel``.
+        run: Keras ``evaluate`` with the given callbacks.
+        callbacks: the caller's callbacks (or None).
+    """
+    if model._mfn_eval is None:
+        if not model._mfn_labels:
+            raise ValueError(
+                f"{model._mfn_owner}: built without labels, so it cannot evaluate; pass "
+                "labels= to model_fn_model."
+            )
+        step = EvalStep(
+            lambda f, y: model._mfn_run(f, y, EVAL),
+            model._mfn_features,
+            model._mfn_labels_spec,
+            model._mfn_owner,
+        )
+        object.__setattr__(model, "_mfn_eval", step)
+        model._mfn_has_hooks[EVAL] = bool(spec_hooks(step.spec, EVAL))
+    callbacks = model._mfn_hook_callback(EVAL, callbacks)
+    with quiet_batch_logs(model._mfn_hook_keys.get(EVAL, [])):
+        return run(callbacks)
+
+
+def test_step(model: Any, data: Any) -> dict:
+    """``model.test_step``: the batch's EVAL updates and loss, the metric values after them."""
+    features, labels, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
+    if sample_weight is not None:
+        raise ValueError(
+            f"{model._mfn_owner}: evaluate got sample weights; the model_fn weighs its own "
+            "loss and metrics (give the weights as a feature)."
+        )
+    loss, extras = model._mfn_eval.update(features, labels)
+    model._mfn_loss.update_state(loss)
+    return {"loss": model._mfn_loss.result(), **model._mfn_eval.values(), **extras}

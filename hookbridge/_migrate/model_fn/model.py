@@ -17,6 +17,7 @@ mode's ``eval_metric_ops`` and ``evaluation_hooks`` as ``Estimator.evaluate`` di
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +25,7 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 from hookbridge._hook_callback.graph import set_tf1_names
-from hookbridge._migrate.model_fn import export, training_hooks
-from hookbridge._migrate.model_fn.evaluation import EvalStep
+from hookbridge._migrate.model_fn import evaluation, export, training_hooks
 from hookbridge._migrate.model_fn.host_call import HostCall
 from hookbridge._migrate.model_fn.notices import Notices
 from hookbridge._migrate.model_fn.prediction import hook_arrays, hooked_predict, with_hook_values
@@ -39,8 +39,8 @@ from hookbridge._migrate.model_fn.spec import (
     spec_hooks,
 )
 from hookbridge._migrate.model_fn.summaries import SummaryWrites
-from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes
-from hookbridge._migrate.model_fn.variables import VariableStore, tf_variable_named
+from hookbridge._migrate.model_fn.unrun import refuse_unrun_writes, writes_only
+from hookbridge._migrate.model_fn.variables import VariableStore, keras_weight
 
 keras = tf.keras
 KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
@@ -112,12 +112,6 @@ def _spec_of(structure: Any) -> Any:
     return tf.nest.map_structure(spec, structure)
 
 
-def _writes_only(op: Any, handles: set[int]) -> bool:
-    """Whether every variable ``op`` takes is one of ``handles`` (ids of its inputs)."""
-    resources = [t for t in op.inputs if t.dtype == tf.resource]
-    return bool(handles) and bool(resources) and all(id(t) in handles for t in resources)
-
-
 class ModelFnModel(keras.Model):
     """The Keras model ``model_fn_model`` returns (see there)."""
 
@@ -128,7 +122,7 @@ class ModelFnModel(keras.Model):
         self._mfn = (model_fn, params, config)
         owner = f"model_fn_model({getattr(model_fn, '__name__', model_fn)!r})"
         self._mfn_owner = owner
-        self._mfn_store = VariableStore(self._mfn_make_weight, owner)
+        self._mfn_store = VariableStore(functools.partial(keras_weight, self), owner)
         self._mfn_labels = False
         object.__setattr__(self, "_mfn_notices", Notices(owner))  # not tracked by Keras
         object.__setattr__(self, "_mfn_summaries", SummaryWrites())
@@ -149,25 +143,6 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_loss", keras.metrics.Mean(name="loss"))
 
     # ---- building ----
-    def _mfn_make_weight(self, name: str, value: tf.Tensor, trainable: bool) -> tuple[Any, Any]:
-        if KERAS3:
-            prefix, _, leaf = name.rpartition("/")
-            with tf.compat.v1.name_scope(prefix + "/" if prefix else ""):
-                weight = keras.Variable(
-                    initializer=value, name=leaf, trainable=trainable, dtype=value.dtype.name
-                )
-            _tfcompat.keras3_track_weight(self, weight)
-            return weight, _tfcompat.keras3_tf_variable(weight)
-        variable = tf_variable_named(name, value, trainable)
-        self.add_weight(
-            name=name,
-            shape=variable.shape,
-            dtype=variable.dtype,
-            trainable=trainable,
-            getter=lambda *args, **kwargs: variable,
-        )
-        return variable, variable
-
     def _mfn_build(self, features: Any, labels: Any) -> None:
         self.compile()
         self._mfn_features = features
@@ -226,7 +201,7 @@ class ModelFnModel(keras.Model):
             # updates run every step here, where the Estimator ran them when fetched (limits.md).
             local = _tfcompat.captured_handles(graph, self._mfn_store.locals(mode))
             ops = graph.get_operations()[first:]
-            new_ops = [op for op in ops if not _writes_only(op, local)]
+            new_ops = [op for op in ops if not writes_only(op, local)]
             if mode == TRAIN and len(new_ops) < len(ops):
                 locals_ = self._mfn_store.locals(TRAIN)
                 self._mfn_notices.local_updates(sorted(v.name.split(":")[0] for v in locals_))
@@ -398,36 +373,12 @@ class ModelFnModel(keras.Model):
         )
 
     def evaluate(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
-        """Keras ``evaluate`` as ``Estimator.evaluate``: per batch the ``model_fn``'s EVAL-mode
-        ``eval_metric_ops`` updates and loss; the logs are each ``metric_value`` after the
-        batch (the last batch's: the Estimator's result) and ``loss``, the mean of the batches'
-        losses; the LOCAL variables of EVAL mode start from their initial values; the spec's
-        ``evaluation_hooks`` run through a ``HookCallback`` after ``callbacks``."""
-        if self._mfn_eval is None:
-            if not self._mfn_labels:
-                raise ValueError(
-                    f"{self._mfn_owner}: built without labels, so it cannot evaluate; pass "
-                    "labels= to model_fn_model."
-                )
-            step = EvalStep(
-                lambda f, y: self._mfn_run(f, y, EVAL),
-                self._mfn_features,
-                self._mfn_labels_spec,
-                self._mfn_owner,
-            )
-            object.__setattr__(self, "_mfn_eval", step)
-            self._mfn_has_hooks[EVAL] = bool(spec_hooks(step.spec, EVAL))
-        callbacks = self._mfn_hook_callback(EVAL, callbacks)
-        with quiet_batch_logs(self._mfn_hook_keys.get(EVAL, [])):
-            return super().evaluate(*args, callbacks=callbacks, **kwargs)
+        """Keras ``evaluate`` as ``Estimator.evaluate`` (``model_fn/evaluation.py``)."""
+        return evaluation.evaluate(
+            self,
+            lambda given: super(ModelFnModel, self).evaluate(*args, callbacks=given, **kwargs),
+            callbacks,
+        )
 
     def test_step(self, data: Any) -> dict:
-        features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        if sample_weight is not None:
-            raise ValueError(
-                f"{self._mfn_owner}: evaluate got sample weights; the model_fn weighs its own "
-                "loss and metrics (give the weights as a feature)."
-            )
-        loss, extras = self._mfn_eval.update(features, labels)
-        self._mfn_loss.update_state(loss)
-        return {"loss": self._mfn_loss.result(), **self._mfn_eval.values(), **extras}
+        return evaluation.test_step(self, data)

@@ -93,3 +93,9 @@ def _ancestors(roots: Iterable[Any]) -> set:
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
     return seen
+
+
+def writes_only(op: Any, handles: set[int]) -> bool:
+    """Whether every variable ``op`` takes is one of ``handles`` (ids of its inputs)."""
+    resources = [t for t in op.inputs if t.dtype == tf.resource]
+    return bool(handles) and bool(resources) and all(id(t) in handles for t in resources)

@@ -20,6 +20,9 @@ import tensorflow as tf
 
 from hookbridge import _tfcompat
 
+keras = tf.keras
+KERAS3 = str(getattr(keras, "__version__", "2")).startswith("3")
+
 _GLOBAL_STEP = tf.compat.v1.GraphKeys.GLOBAL_STEP
 _GLOBAL_VARIABLES = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
 _LOCAL_VARIABLES = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
@@ -209,3 +212,25 @@ def tf_variable_named(name: str, value: tf.Tensor, trainable: bool) -> tf.Variab
     prefix, _, leaf = name.rpartition("/")
     with tf.compat.v1.name_scope(prefix + "/" if prefix else ""):  # absolute, in eager mode
         return tf.Variable(value, name=leaf, trainable=trainable)
+
+
+def keras_weight(model: Any, name: str, value: tf.Tensor, trainable: bool) -> tuple[Any, Any]:
+    """``VariableStore``'s ``make_weight`` for ``model``: a weight of ``model`` named ``name``
+    (TF1's name: Keras 3's path, tf_keras's ``tf.Variable`` name) and its ``tf.Variable``."""
+    if KERAS3:
+        prefix, _, leaf = name.rpartition("/")
+        with tf.compat.v1.name_scope(prefix + "/" if prefix else ""):
+            weight = keras.Variable(
+                initializer=value, name=leaf, trainable=trainable, dtype=value.dtype.name
+            )
+        _tfcompat.keras3_track_weight(model, weight)
+        return weight, _tfcompat.keras3_tf_variable(weight)
+    variable = tf_variable_named(name, value, trainable)
+    model.add_weight(
+        name=name,
+        shape=variable.shape,
+        dtype=variable.dtype,
+        trainable=trainable,
+        getter=lambda *args, **kwargs: variable,
+    )
+    return variable, variable

@@ -11,6 +11,8 @@ in memory, and their batch losses are compared again.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,6 +24,7 @@ from estimator_setup import (
     linear_data,
     run_config,
     switch_and_back,
+    train,
 )
 
 pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
@@ -70,6 +73,7 @@ def run(which, root):
         X,
         Y,
         CONFIG,
+        rollback=False,  # test_the_switch_can_be_undone_... runs it where it is asked for
     )
     assert r["step"] == 8
     return r
@@ -93,7 +97,7 @@ def test_the_estimator_continues_keras_optimizer_loss_by_loss(runs):
     np.testing.assert_allclose(r["back"], r["keras"], rtol=2e-5, atol=1e-7)
 
 
-def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs):
+def test_the_estimators_checkpoint_at_the_switch_is_kept(runs):
     _which, r = runs
     # keep_checkpoint_max=2 deleted the Estimator's own step-6 and step-8 files from model_dir.
     assert r["backup"] == [
@@ -103,5 +107,30 @@ def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs):
         "model.ckpt-8.index",
         "model.ckpt-8.meta",
     ]
+
+
+#: Rolling back (the Estimator restarted from the step-8 checkpoint estimator_hooks kept) in CI
+#: for Adam (two slots a variable and the beta powers); the other optimizers' in the deep
+#: profile: the backup is the Estimator's own checkpoint files, whatever the optimizer
+#: (test_canned rolls back Adagrad and Ftrl in CI). tf215: an 8-step Estimator run each.
+ROLLBACK_IN_CI = {"adam"}
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [w if w in ROLLBACK_IN_CI else pytest.param(w, marks=pytest.mark.deep)
+     for w in sorted(OPTIMIZERS)],
+    indirect=True,
+    scope="module",
+)
+def test_the_switch_can_be_undone_from_the_kept_estimator_checkpoint(runs, tmp_path):
+    which, r = runs
     # The Estimator restarted from the kept checkpoint trains exactly as it did natively.
-    np.testing.assert_array_equal(r["rollback"], r["native"])
+    rollback = tmp_path / "rollback"
+    shutil.copytree(r["back_dir"].parent / "bridged" / "estimator-backup", rollback)
+    estimator = tf.estimator.Estimator(
+        dnn_model_fn(OPTIMIZERS[which][0]), config=run_config(rollback, CONFIG)
+    )
+    losses = train(estimator, dataset_fn(X, Y), 16)
+    assert len(losses) == 8
+    np.testing.assert_array_equal(losses, r["native"])

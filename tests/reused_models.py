@@ -12,7 +12,8 @@ A test asking for several models of one key gets several models. A model is hand
 where its built state is certain; otherwise it is dropped and the test gets a fresh model:
 - the model changed in a way a reset cannot undo: compiled again (another optimizer object),
   an optimizer that grew variables (slots a fresh one does not have yet), a layer or the model
-  made (non-)trainable, ``run_eagerly`` switched.
+  made (non-)trainable, ``run_eagerly`` switched, a checkpoint restored into it by an assignment
+  map (hookbridge remembers the map for the model's way back).
 A test that does something else to its model that outlives the test (a monkeypatched method, a
 new attribute Keras reads) must not pass ``reuse=True``.
 """
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
+
+from hookbridge._migrate.assignment import restored_pairs
 
 keras = tf.keras
 
@@ -51,6 +54,7 @@ class _Entry:
             model.optimizer is not self.optimizer
             or [id(v) for v in model.optimizer.variables] != [id(v) for v in self.optimizer_variables]
             or self._shape() != self.shape
+            or restored_pairs(model) is not None
         ):
             return False
         keras.utils.set_random_seed(self.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import reused_models
+import tensorflow as tf
 from conftest import keras, make_data, make_model
 
 
@@ -41,3 +42,17 @@ def test_a_model_compiled_again_is_not_handed_out():
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
     reused_models.release_all()
     assert make_model(seed=5, reuse=True) is not model
+
+
+def test_a_model_a_checkpoint_was_restored_into_by_a_map_is_not_handed_out(tmp_path):
+    import hookbridge
+
+    model = make_model(seed=6, reuse=True)
+    checkpoint = tf.train.Checkpoint(**{f"w{i}": w for i, w in enumerate(model.weights)})
+    path = checkpoint.write(str(tmp_path / "ckpt"))
+    names = [n for n, _ in tf.train.list_variables(path) if n.startswith("w")]
+    hookbridge.restore_checkpoint(
+        model, path, {n: int(n[1 : n.index("/")]) for n in names}
+    )
+    reused_models.release_all()
+    assert make_model(seed=6, reuse=True) is not model

@@ -223,12 +223,14 @@ def test_bad_input_exits_2(args, message):
     assert out == ""
 
 
-@pytest.mark.one_stack("the CLI's error path: argparse and importlib, no version branch")
-def test_bad_input_subprocess_and_json():
-    proc = _cli("check_targets:nope", "--format", "json")
-    assert proc.returncode == 2
-    assert "hookbridge check: error: module 'check_targets' has no attribute 'nope'" in proc.stderr
-    assert json.loads(proc.stdout) == {
+@HOW_DEEP_SUBPROCESS
+def test_bad_input_subprocess_and_json(how):
+    """Exit 2 with the error in JSON. ``check_mod.main`` writes both and returns the status the
+    entry point passes on (``test_conforming_hook[subprocess]`` runs the entry point in CI)."""
+    code, out, err = _check(how, "check_targets:nope", "--format", "json")
+    assert code == 2
+    assert "hookbridge check: error: module 'check_targets' has no attribute 'nope'" in err
+    assert json.loads(out) == {
         "target": "check_targets:nope",
         "error": "module 'check_targets' has no attribute 'nope'.",
     }
@@ -276,8 +278,12 @@ def test_a_file_path_target():
 
 
 @pytest.mark.one_stack("resolve() is importlib: no TensorFlow/Keras version branch")
-def test_imports_only_the_named_module(tmp_path):
-    pkg = tmp_path / "project"
+def test_imports_only_the_named_module(tmp_path, monkeypatch):
+    """In process: the package is new to ``sys.modules`` (a name no other test imports), so what
+    ``resolve`` adds to it is what it imported; those modules are removed afterwards."""
+    name = "check_resolve_project"
+    assert not any(m == name or m.startswith(name + ".") for m in sys.modules)
+    pkg = tmp_path / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "hooks.py").write_text(
@@ -285,23 +291,16 @@ def test_imports_only_the_named_module(tmp_path):
         "def make():\n    return tf.compat.v1.train.StopAtStepHook(last_step=2)\n"
     )
     (pkg / "train.py").write_text("raise SystemExit('the training driver must not run')\n")
-    code = (
-        "import json, sys; from hookbridge._migrate import check as _check; before = set(sys.modules); "
-        "_check.resolve('project.hooks:make'); "
-        "print(json.dumps(sorted(m for m in set(sys.modules) - before "
-        "if m.startswith('project'))))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["project", "project.hooks"]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    try:
+        hook = check_mod.resolve(f"{name}.hooks:make")
+        added = sorted(m for m in set(sys.modules) - before if m.startswith(name))
+    finally:
+        for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[m]
+    assert added == [name, f"{name}.hooks"]
+    assert callable(hook)
 
 
 # ------------------------------------------------------------------ defaults adapt (item 8)

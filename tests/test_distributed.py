@@ -43,15 +43,25 @@ ENV = {
 KERAS3 = str(getattr(tf.keras, "__version__", "2")).startswith("3")
 
 
-def test_mirrored_strategy_hooks_see_the_global_step_and_reduced_loss(tmp_path):
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """One process running both single-process MirroredStrategy scenarios (``mirrored_fit.py
+    --loop``: fit with the bridge, then ``mirrored_loop.py``'s CallbackLoop beside fit): one
+    TensorFlow start-up for the two tests reading its output."""
+    out = tmp_path_factory.mktemp("mirrored")
+    (got,) = run_processes(
+        [([sys.executable, str(HERE / "mirrored_fit.py"), str(out), "--loop"], ENV)], timeout=300
+    )
+    return got
+
+
+def test_mirrored_strategy_hooks_see_the_global_step_and_reduced_loss(mirrored):
     """MirroredStrategy over 2 logical CPUs: one hook call per global step, the global step is
     the strategy's ``optimizer.iterations``, ``loss:0`` is the batch loss Keras reduced across
     replicas (its running mean is what Keras logs), the bridge does not change training, and
     CheckpointSaverHook writes the mirrored weights once, restorable with and without a
     strategy."""
-    (got,) = run_processes(
-        [([sys.executable, str(HERE / "mirrored_fit.py"), str(tmp_path)], ENV)], timeout=300
-    )
+    got = mirrored
     assert got["replicas"] == 2
     steps = got["hook_steps"]
     assert got["hook_begins"] == 1
@@ -449,14 +459,12 @@ def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path, request):
     assert writers(worker["again"]["warnings"]) == []
 
 
-def test_custom_loop_under_mirrored_strategy_matches_fit():
+def test_custom_loop_under_mirrored_strategy_matches_fit(mirrored):
     """CallbackLoop with ``strategy.run`` inside the step (MirroredStrategy, 2 logical CPUs):
     the same batch and epoch logs as ``fit`` running the same step, the hooks run once per
     global step (stale 0..5 in the run, fresh 1..6 in after_run), StopAtStepHook stops both at
     step 6, the same trained weights."""
-    (got,) = run_processes(
-        [([sys.executable, str(HERE / "mirrored_loop.py")], ENV)], timeout=300
-    )
+    got = mirrored["loop"]
     assert got["replicas"] == 2
     fit, loop = got["fit"], got["loop"]
     assert fit["hook_steps"] == [[s, s + 1] for s in range(6)]

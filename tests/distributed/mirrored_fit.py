@@ -1,8 +1,9 @@
 """Keras 3 + MirroredStrategy over 2 logical CPU devices, with and without HookCallback.
 
 Run as a script (the logical devices must be configured before TensorFlow starts, so this runs in a
-process of its own): ``python mirrored_fit.py OUT_DIR``. Prints one JSON object with what the hooks
-saw, what Keras reported natively, and what the checkpoint holds.
+process of its own): ``python mirrored_fit.py OUT_DIR [--loop]``. Prints one JSON object with what
+the hooks saw, what Keras reported natively, and what the checkpoint holds; with ``--loop``, under
+"loop", what ``mirrored_loop.py`` prints (its scenario, run after this one in the same process).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import tensorflow as tf
 
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import mirrored_loop  # sets the same 2 logical CPUs (before TensorFlow starts): its scenario
 
 import hookbridge
 
@@ -96,7 +99,7 @@ def fit(strategy, callbacks):
     return model
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, loop: bool = False) -> None:
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     native_logs = KerasLogs()
     native = fit(strategy, [native_logs])
@@ -130,10 +133,11 @@ def main(out_dir: str) -> None:
                 "checkpoint_step": int(reader.get_tensor("global_step")),
                 "restored_plain": [plain_step, [w.tolist() for w in plain.get_weights()]],
                 "restored_mirrored": [mirrored_step, [w.tolist() for w in mirrored.get_weights()]],
+                **({"loop": mirrored_loop.results(strategy)} if loop else {}),
             }
         )
     )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], loop="--loop" in sys.argv[2:])

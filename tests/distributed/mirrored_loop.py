@@ -6,7 +6,8 @@ same callbacks: an event recorder and a HookCallback whose hooks record the glob
 in the run, the one read in ``after_run``, and the batch loss, and stop at ``last_step``.
 
 Run as a script (logical devices are configured before TensorFlow starts, so this runs in a
-process of its own): ``python mirrored_loop.py``. Prints one JSON object.
+process of its own): ``python mirrored_loop.py``. Prints one JSON object. ``mirrored_fit.py
+--loop`` runs this scenario after its own, in the same process (one TensorFlow start-up).
 """
 
 from __future__ import annotations
@@ -134,8 +135,10 @@ def run_loop(strategy):
     return recorder, events, optimizer, inner
 
 
-def main() -> None:
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+def results(strategy=None) -> dict:
+    """The scenario's outputs, under ``strategy`` if given (``mirrored_fit.py --loop`` passes its
+    own: a second MirroredStrategy in one process would reuse its collective instance keys)."""
+    strategy = strategy or tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     out = {"replicas": strategy.num_replicas_in_sync}
     for name, run in (("fit", run_fit), ("loop", run_loop)):
         recorder, events, optimizer, inner = run(strategy)
@@ -145,7 +148,11 @@ def main() -> None:
             "iterations": int(optimizer.iterations.numpy()),
             "weights": [w.tolist() for w in inner.get_weights()],
         }
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main() -> None:
+    json.dump(results(), sys.stdout)
 
 
 if __name__ == "__main__":

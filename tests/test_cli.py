@@ -100,11 +100,20 @@ def test_demo_end_to_end(demo_run):
     "the demo's seeding is its own (one SEED, no TensorFlow/Keras version branch in _demo.py); "
     "the demo itself runs end to end on every stack"
 )
-def test_demo_is_reproducible(demo_run, tmp_path_factory):
+def test_demo_is_reproducible(demo_run, tmp_path_factory, monkeypatch, capsys):
+    """The subprocess run of :func:`demo_run` and a second run in this process (``cli.main``,
+    after whatever other tests ran here): the same figures and checkpoint, bit for bit."""
     import numpy as np
     import tensorflow as tf
 
-    (out1, proc1), (out2, proc2) = demo_run, _demo_run(tmp_path_factory)
+    out1, proc1 = demo_run
+    out2 = tmp_path_factory.mktemp("demo") / "demo"
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+    capsys.readouterr()
+    status = cli.main(["demo", "--out", str(out2), "--steps", "12"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err[-3000:]
+    proc2 = subprocess.CompletedProcess(["hookbridge", "demo"], status, captured.out, captured.err)
 
     def figures(out, proc):
         # Every line but the output folder and StepCounterHook's global_step/sec (a timing).

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -98,11 +99,22 @@ def _batches(x, batch_size: int) -> tf.data.Dataset:
 
 def _identity_model(lr: float = 0.0):
     """Predicts its input: a kernel of 1, left alone by SGD(0.0); frozen for another rate (then
-    Keras 3 skips the optimizer step: ``iterations`` stays 0)."""
-    keras.utils.set_random_seed(0)
-    dense = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones", trainable=lr == 0.0)
-    model = keras.Sequential([keras.Input((1,)), dense])
-    model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
+    Keras 3 skips the optimizer step: ``iterations`` stays 0). One compiled model per rate,
+    reused across tests reset to its built state (``tests/reused_models.py``: its traced
+    ``train_function`` kept); the rate set again, which a scheduler callback may have changed
+    (Keras 2 / tf_keras keep it outside ``optimizer.variables``, which the reset restores)."""
+
+    def build():
+        keras.utils.set_random_seed(0)
+        dense = keras.layers.Dense(
+            1, use_bias=False, kernel_initializer="ones", trainable=lr == 0.0
+        )
+        model = keras.Sequential([keras.Input((1,)), dense])
+        model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
+        return model
+
+    model = reused_models.reused(("conformance identity", lr), 0, build)
+    model.optimizer.learning_rate = lr
     return model
 
 

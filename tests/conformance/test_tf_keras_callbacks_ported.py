@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -40,15 +41,32 @@ X = [1.0, 2.0, 3.0, 1.0, 2.0, 2.0, 4.0, 1.0, 0.5, 3.0]  # 5 batches of 2 per epo
 
 # -- the two sides -----------------------------------------------------------------------------
 def _model(metrics: bool, lr: float = 0.0):
-    keras.utils.set_random_seed(0)
-    dense = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones", trainable=lr == 0.0)
-    model = keras.Sequential([keras.Input((1,)), dense])
-    compiled = (
-        [keras.metrics.MeanSquaredError(name="zeta"), keras.metrics.MeanAbsoluteError(name="alpha")]
-        if metrics
-        else []
-    )
-    model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=compiled)
+    """The identity model (a kernel of ones, frozen for a rate other than 0), compiled with the
+    ``zeta``/``alpha`` metrics or none. One per (metrics, rate), reused across tests reset to its
+    built state (``tests/reused_models.py``: its traced ``train_function`` kept; fit resets the
+    metrics); the rate set again, which a scheduler may have changed (Keras 2 / tf_keras keep it
+    outside ``optimizer.variables``, which the reset restores). A test compiling it again gets a
+    fresh one next time."""
+
+    def build():
+        keras.utils.set_random_seed(0)
+        dense = keras.layers.Dense(
+            1, use_bias=False, kernel_initializer="ones", trainable=lr == 0.0
+        )
+        model = keras.Sequential([keras.Input((1,)), dense])
+        compiled = (
+            [
+                keras.metrics.MeanSquaredError(name="zeta"),
+                keras.metrics.MeanAbsoluteError(name="alpha"),
+            ]
+            if metrics
+            else []
+        )
+        model.compile(optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=compiled)
+        return model
+
+    model = reused_models.reused(("conformance identity", metrics, lr), 0, build)
+    model.optimizer.learning_rate = lr
     return model
 
 

@@ -37,6 +37,10 @@ class _Entry:
         self.weights = model.get_weights()
         self.optimizer_variables = list(model.optimizer.variables)
         self.optimizer_values = [v.numpy() for v in self.optimizer_variables]
+        # Keras 2.15 and tf_keras keep the learning rate's variable out of optimizer.variables
+        # (Keras 3 holds it there): a scheduler callback of an earlier test assigned it.
+        self.rate = model.optimizer.learning_rate
+        self.rate_value = self.rate.numpy() if hasattr(self.rate, "assign") else None
         self.shape = self._shape()
 
     def _shape(self) -> tuple:
@@ -55,12 +59,15 @@ class _Entry:
             or [id(v) for v in model.optimizer.variables] != [id(v) for v in self.optimizer_variables]
             or self._shape() != self.shape
             or restored_pairs(model) is not None
+            or self.rate_value is None
+            or model.optimizer.learning_rate is not self.rate
         ):
             return False
         keras.utils.set_random_seed(self.seed)
         model.set_weights(self.weights)
         for variable, value in zip(self.optimizer_variables, self.optimizer_values):
             variable.assign(value)
+        self.rate.assign(self.rate_value)
         model.stop_training = False
         self.in_use = True
         return True

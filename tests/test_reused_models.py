@@ -56,3 +56,15 @@ def test_a_model_a_checkpoint_was_restored_into_by_a_map_is_not_handed_out(tmp_p
     )
     reused_models.release_all()
     assert make_model(seed=6, reuse=True) is not model
+
+
+def test_the_learning_rate_a_scheduler_set_is_reset():
+    model = make_model(lr=0.01, seed=7, reuse=True)
+    x, y = make_data(n=48)
+    halve = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2)
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False, callbacks=[halve])
+    assert float(np.asarray(model.optimizer.learning_rate)) == np.float32(0.0025)
+    reused_models.release_all()
+    again = make_model(lr=0.01, seed=7, reuse=True)
+    assert again is model
+    assert float(np.asarray(again.optimizer.learning_rate)) == np.float32(0.01)

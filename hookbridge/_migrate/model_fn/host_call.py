@@ -171,7 +171,15 @@ def _read_before(
     flat: list, graph: tf.Graph, first: int, variables: dict, pre: dict, late: dict
 ) -> list:
     """``flat`` with each read of a variable that the step wrote before it (in op order) taken
-    from ``pre`` instead; such variables are added to ``late`` (read early at the next trace)."""
+    from ``pre`` instead; such variables are added to ``late`` (read early at the next trace).
+
+    Natively the host tensors run in the train op's own ``Session.run``: a read nothing orders
+    after a write sees the value before it; ``fit``'s ``tf.function`` orders by creation. Two
+    reads are left as the step orders them: one the model_fn ordered after the write itself (a
+    data or control path from the write: natively after it too, e.g. a second train op's loss
+    under ``control_dependencies([first_train_op])``), and any op the step's training also uses
+    (rewired, it would change what ``fit`` trains, not only what the host_fn sees).
+    """
     ops = graph.get_operations()[first:]
     order = {id(op): i for i, op in enumerate(ops)}
     first_write: dict[int, int] = {}  # id(handle tensor): index of its first write
@@ -180,17 +188,20 @@ def _read_before(
             for t in op.inputs:
                 if t.dtype == tf.resource:
                     first_write.setdefault(id(t), i)
-    reads, seen, stack = [], set(), [t.op for t in flat]
-    while stack:  # the host tensors' ops made in the model_fn call
-        op = stack.pop()
-        if id(op) in seen or id(op) not in order:
+    seen = _ancestors([t.op for t in flat], order)  # the host tensors' ops made in the call
+    trained = _ancestors(  # what the rest of the step uses
+        [i.op for op in ops if id(op) not in seen for i in op.inputs]
+        + [c for op in ops if id(op) not in seen for c in op.control_inputs],
+        order,
+    )
+    reads = []
+    for op in ops:
+        if id(op) not in seen or op.type != "ReadVariableOp":
             continue
-        seen.add(id(op))
-        if op.type == "ReadVariableOp":
-            write = first_write.get(id(op.inputs[0]))
-            if write is not None and write < order[id(op)]:
-                reads.append(op)
-        stack.extend(t.op for t in op.inputs)
+        write = first_write.get(id(op.inputs[0]))
+        if write is None or write >= order[id(op)] or id(ops[write]) in _ancestors([op], order):
+            continue
+        reads.append(op)
     if not reads:
         return flat
     names = {}
@@ -206,8 +217,22 @@ def _read_before(
         if name in pre:
             swap[id(op.outputs[0])] = pre[name]
     for op in ops:
-        if id(op) in seen:
+        if id(op) in seen and id(op) not in trained:
             for index, t in enumerate(op.inputs):
                 if id(t) in swap:
                     _tfcompat.update_op_input(op, index, swap[id(t)])
     return [swap.get(id(t), t) for t in flat]
+
+
+def _ancestors(start: list, order: dict) -> set:
+    """The ids of ``start``'s ops and every op of the call they depend on (data or control)."""
+    seen: set = set()
+    stack = list(start)
+    while stack:
+        op = stack.pop()
+        if id(op) in seen or id(op) not in order:
+            continue
+        seen.add(id(op))
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen

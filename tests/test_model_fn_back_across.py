@@ -81,7 +81,7 @@ def test_the_estimator_continues_from_the_checkpoint_fit_wrote_on_keras3(tmp_pat
     params.pop("log", None)
     params["init_checkpoint"] = str(HERE / "bert" / "warm_start" / "pretrained.ckpt")
     config = tf.compat.v1.ConfigProto(
-        inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+        inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
     )
     losses = []
 

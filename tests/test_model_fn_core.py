@@ -163,7 +163,7 @@ class NativeRun:
             self.y = v1.placeholder(tf.float32, [None, 1])
             self.spec = model_fn({"x": self.x}, self.y, "train", params)
             self.saver = v1.train.Saver()
-            config = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+            config = v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)
             self.session = v1.Session(graph=self.graph, config=config)
             if restore:
                 self.saver.restore(self.session, str(restore))
@@ -365,7 +365,7 @@ def _estimator(model_fn, params, model_dir):
         save_summary_steps=1000,
         log_step_count_steps=1000,
         session_config=v1.ConfigProto(
-            inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+            inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
         ),
     )
     return tf.estimator.Estimator(_for_estimator(model_fn), params=params, config=config)

@@ -91,7 +91,7 @@ def native_record(tmp: Path) -> dict:
     mnist = _mnist()
     model_dir = tmp / "native"
     shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
-    session = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    session = v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)
     config = v1.estimator.tpu.RunConfig(
         model_dir=str(model_dir), tf_random_seed=12, session_config=session
     )

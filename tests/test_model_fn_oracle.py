@@ -189,7 +189,7 @@ def test_the_estimator_continues_from_the_checkpoint_fit_wrote(name, tmp_path, a
     if name == "bert":
         params["init_checkpoint"] = str(HERE / "bert" / "warm_start" / "pretrained.ckpt")
     config = tf.compat.v1.ConfigProto(
-        inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+        inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
     )
     estimator = module.estimator(model_dir, {"session_config": config}, params)
     losses = []

@@ -64,7 +64,7 @@ def native_log(tmp: Path) -> list[dict[str, float]]:
     model_dir = tmp / "native"
     shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
     config = tf.compat.v1.ConfigProto(
-        inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+        inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
     )
     estimator = mnist.estimator(model_dir, {"session_config": config}, dict(mnist.PARAMS))
     del mnist.LOG[:]

@@ -85,7 +85,7 @@ def native_values(tmp: Path) -> dict:
         model_dir=str(model_dir),
         tf_random_seed=12,
         session_config=v1.ConfigProto(
-            inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+            inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
         ),
         save_checkpoints_steps=10_000,
         save_summary_steps=EVERY,

@@ -122,7 +122,7 @@ class NativeRun:
             self.y = v1.placeholder(tf.float32, [None, 1])
             self.spec = model_fn({"x": self.x}, self.y, "train", params)
             self.saver = v1.train.Saver()
-            config = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+            config = v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)
             self.session = v1.Session(graph=self.graph, config=config)
             self.session.run(v1.global_variables_initializer())
             self.variables = {v.op.name: v for v in v1.global_variables()}

@@ -96,7 +96,7 @@ def native_record(tmp: Path) -> list:
     mnist = _mnist()
     model_dir = tmp / "native"
     shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
-    config = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    config = v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)
     run_config = mnist._run_config(model_dir, {"session_config": config})
     estimator = v1.estimator.Estimator(model_fn, params=dict(mnist.PARAMS), config=run_config)
     del EVENTS[:]

@@ -7,7 +7,7 @@ its ``model.ckpt-30``), and ``estimator.json``: the Estimator's predictions at t
 20 batch losses continuing a copy of ``model_dir`` (``estimator_continued/``), the reference of
 ``fit_tf221.py``. With ``--back``, after ``fit_tf221.py``: the Estimator continues 10 steps from
 the ``model.ckpt-40`` that Keras ``fit`` wrote into ``model_dir`` (in ``estimator_back/``), into
-``back.json``. Deterministic: one thread (``walk.one_thread``); two runs give the same bits.
+``back.json``. Deterministic: every op in the caller's thread (``walk.one_thread``); two runs give the same bits.
 
 Run (TF 2.15 with tensorflow-estimator):
 python estimator_tf215.py [OUT] [--init_checkpoint PRETRAINED] [--back]

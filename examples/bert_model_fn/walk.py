@@ -63,6 +63,7 @@ def as_lists(predictions: dict) -> dict:
 
 
 def one_thread() -> tf.compat.v1.ConfigProto:
-    """One inter-op and one intra-op thread: the Estimator's run is deterministic (BERT's learning
-    rate reads the global step its own train op assigns; with more threads the read races it)."""
-    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    """Every op in the caller's thread: the Estimator's run is deterministic (BERT's learning rate
+    reads the global step its own train op assigns; ``inter_op_parallelism_threads=1`` still hands
+    ops to a pool thread beside the caller, and the read races the assign)."""
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)

@@ -34,10 +34,11 @@ _WRITER_OPS = ("CreateSummaryFileWriter", "CreateSummaryDbWriter")
 KEY = "_mfn_host_call/"
 #: Ops that only read the variable they take (not writes for the order of the reads).
 _READ_ONLY = ("ReadVariableOp", "VarIsInitializedOp", "VariableShape", "ResourceGather")
-#: The host session runs a few summary writes a step: one thread (half the cost of the default
+#: The host session runs a few summary writes a step in the caller's thread (-1: deterministic;
+#: 1 still hands ops to a pool thread beside the caller, measured racing; half the cost of the default
 #: pools beside fit's, measured: benchmarks/README.md).
 _ONE_THREAD = tf.compat.v1.ConfigProto(
-    inter_op_parallelism_threads=1, intra_op_parallelism_threads=1
+    inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1
 )
 
 

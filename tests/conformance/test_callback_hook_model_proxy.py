@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -81,17 +82,23 @@ def _assert_same(a, b):
 # -- native fit ------------------------------------------------------------------------------------
 def native_bn_model(seed=0, named=False):
     """BatchNorm then Dense(1), Adam(0.1), MSE; ``named``: the layers named as the graph's
-    scopes (``bn``, ``dense``), so weight files and summary tags name the same weights."""
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential(
-        [
-            keras.Input((3,)),
-            keras.layers.BatchNormalization(name="bn" if named else None),
-            keras.layers.Dense(1, name="dense" if named else None),
-        ]
-    )
-    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
-    return model
+    scopes (``bn``, ``dense``), so weight files and summary tags name the same weights. One per
+    (seed, named), reused across tests reset to its built state (``tests/reused_models.py``: its
+    traced ``train_function`` kept, its weights, Adam's slots and step, the seed as built)."""
+
+    def build():
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential(
+            [
+                keras.Input((3,)),
+                keras.layers.BatchNormalization(name="bn" if named else None),
+                keras.layers.Dense(1, name="dense" if named else None),
+            ]
+        )
+        model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+        return model
+
+    return reused_models.reused(("model proxy bn", seed, named), seed, build)
 
 
 def native_fit(callbacks, epochs=5, model=None):  # 5 = len(SCORES)

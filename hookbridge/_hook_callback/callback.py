@@ -71,7 +71,8 @@ class HookCallback(AgreedSteps, RunLifecycle, keras.callbacks.Callback):
       reads them (a ``Saver``), so ``CheckpointSaverHook`` writes the real Keras weights; a run
       that writes them (``init_from_checkpoint``, an assign, ``Saver.restore``) is copied back
       into the Keras model before the next Keras step;
-    * ``outputs`` (``predict`` only): the batch's predictions, for a single-output model.
+    * ``outputs`` (``predict`` only): the batch's predictions, for a single-output model; for a
+      model of several, ``outputs/<name>`` per output (a dict's key, else ``output_names``).
 
     Built-in hooks whose per-step methods never look at the default graph or eager mode
     (``NanTensorHook``, ``StopAtStepHook``, ...: ``graph_free.py`` lists them) are called

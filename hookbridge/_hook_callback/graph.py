@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._hook_callback.outputs import build as build_outputs
 
 #: Prefix of the tensors holding Keras's own running means (what Keras logs carry).
 RUNNING_MEAN_SCOPE = "running_mean"
@@ -119,13 +120,14 @@ class SideGraph:
         *,
         log_keys: Sequence[str],
         weights: Sequence[Any],
-        with_outputs: bool = False,
+        outputs: list[tuple[str, tf.DType]] | None = None,
         weight_names: Mapping[int, str] | None = None,
     ) -> None:
         self.graph = tf.Graph()
         self.log_tensors: dict[str, tf.Tensor] = {}
         self.mean_tensors: dict[str, tf.Tensor] = {}
-        self.outputs: tf.Tensor | None = None
+        # predict: the batch's predictions, one tensor per output (outputs.py)
+        self.output_tensors: dict[str, tf.Tensor] = {}
         with self.graph.as_default():
             self.global_step = tf.compat.v1.train.get_or_create_global_step()
             self.global_step_read = _tfcompat.global_step_read_tensor(self.graph)
@@ -145,8 +147,8 @@ class SideGraph:
                 tf.compat.v1.add_to_collection(
                     tf.compat.v1.GraphKeys.LOSSES, self.log_tensors["loss"]
                 )
-            if with_outputs:
-                self.outputs = tf.compat.v1.placeholder(tf.float32, shape=None, name="outputs")
+            if outputs:
+                self.output_tensors = build_outputs(outputs)
             self.mirrors: list[tf.Variable] = []
             names = _mirror_names(weights, weight_names or {}, self.graph)
             mirror_values: list[tf.Tensor] = []
@@ -239,6 +241,5 @@ class SideGraph:
         names = [self.graph.as_graph_element(self.global_step).name, self.global_step_read.name]
         names += [t.name for t in self.log_tensors.values()]
         names += [t.name for t in self.mean_tensors.values()]
-        if self.outputs is not None:
-            names.append(self.outputs.name)
+        names += [t.name for t in self.output_tensors.values()]
         return names

@@ -79,6 +79,5 @@ def _message(side: Any, name: str, where: str) -> str:
 def _tensor_names(side: Any) -> list[str]:
     names = [t.name for t in side.log_tensors.values()]
     names += [t.name for t in side.mean_tensors.values()]
-    if side.outputs is not None:
-        names.append(side.outputs.name)
+    names += [t.name for t in side.output_tensors.values()]
     return names

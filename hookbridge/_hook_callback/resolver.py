@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from hookbridge import _tfcompat
+from hookbridge._hook_callback import outputs
 from hookbridge._hook_callback.batch_values import BatchValues, log_keys_read
 from hookbridge._hook_callback.fetch import FetchPlan, describes_a_run, structure_key
 from hookbridge._hook_callback.global_step import GlobalStep
@@ -72,8 +73,8 @@ class Resolver:
             self.known[t] = (_BATCH, key)
         for key, t in side.mean_tensors.items():
             self.known[t] = (_MEAN, key)
-        if side.outputs is not None:
-            self.known[side.outputs] = (_OUTPUTS, None)
+        for i, (name, t) in enumerate(side.output_tensors.items()):
+            self.known[t] = (_OUTPUTS, (name, i))
         self.generation = 0  # bumped whenever the Keras model may have changed
         self.weights_at: int | None = None  # generation the mirrors were last equal to Keras's
         self.step_in_graph: int | None = None  # the global step variable's value in the session
@@ -81,11 +82,12 @@ class Resolver:
         self._outputs: Any = None
         self._log_ops = {t.op: key for key, t in side.log_tensors.items()}
         self._log_ops.update({t.op: (_MEAN, key) for key, t in side.mean_tensors.items()})
+        self._log_ops.update({t.op: (_OUTPUTS, name) for name, t in side.output_tensors.items()})
         self._log_reads: dict[frozenset, set] = {}
 
     # -- values -------------------------------------------------------------------------------
-    def set_outputs(self, outputs: Any) -> None:
-        self._outputs = outputs
+    def set_outputs(self, predictions: Any) -> None:
+        self._outputs = predictions
 
     def held(self, ref: tuple, element: Any, stale: bool = False) -> Any:
         """The value the bridge holds for ``element``, as ``Session.run`` would return it; the
@@ -108,11 +110,8 @@ class Resolver:
                 value = np.int64(step)
                 self._step_cache = (step, value)
             return value
-        elif kind is _OUTPUTS:
-            value = self._outputs
-            if value is None:
-                raise ValueError(f"hookbridge: {element.name} has no value before a predict step.")
-            return np.asarray(value, dtype=np.float32)
+        elif kind is _OUTPUTS:  # in its own dtype, as a native fetch of that output
+            return outputs.value_of(self._outputs, key[0], key[1], element)
         else:
             value = self.values.means.get(key)
         if value is None:
@@ -136,14 +135,9 @@ class Resolver:
             elif key in reads or (_MEAN, key) in reads:  # loss:0 (or a tensor derived from
                 # it) in predict, or a key Keras has not logged yet: the error held() gives
                 raise _no_value(t if key in reads else side.mean_tensors[key], key)
-        if (
-            side.outputs is not None
-            and self._outputs is not None
-            and not isinstance(self._outputs, dict)
-        ):
-            # (a dict of outputs, Keras 2's predict logs of a dict model, is no float32 array:
-            # not fed; a run reading outputs:0 then says it needs a value)
-            feeds[side.outputs] = np.asarray(self._outputs, dtype=np.float32)
+        for i, (name, t) in enumerate(side.output_tensors.items()):
+            if (_OUTPUTS, name) in reads:  # each output its own array, never stacked or cast
+                feeds[t] = outputs.feed_value(self._outputs, name, i, t)
         return feeds
 
     def weight_feeds(self) -> dict:

@@ -28,6 +28,7 @@ from hookbridge._hook_callback.keras_access import KerasAccess
 from hookbridge._hook_callback.keras_writes import global_step_for, weight_setter
 from hookbridge._hook_callback.names import explain_missing
 from hookbridge._hook_callback.other_graph import check_savers
+from hookbridge._hook_callback.outputs import output_specs
 from hookbridge._hook_callback.resolver import Resolver
 from hookbridge._hook_callback.scaffold import (
     ScaffoldArg,
@@ -108,7 +109,7 @@ class BridgeRun:
         side = SideGraph(
             log_keys=access.log_keys(log_names),
             weights=list(model.weights),
-            with_outputs=(mode == "predict"),
+            outputs=output_specs(model) if mode == "predict" else None,
             weight_names=tf1_names(model),  # an assignment map's names (restore_checkpoint)
         )
         global_step = global_step_for(model, access.iterations)
@@ -247,9 +248,8 @@ class BridgeRun:
                 # its one owner (global_step.py), told how many batches Keras reports
                 self.global_step.after_step(batch - self.begin_batch + 1)
             if mode == "predict":
-                outputs = logs.get("outputs")
-                if outputs is not None:
-                    self.resolver.set_outputs(outputs)
+                # Keras 3 flattens a dict of outputs into the logs themselves (pythonify_logs)
+                self.resolver.set_outputs(logs.get("outputs", logs or None))
                 # predict's logs are the batch's own values (no metric runs over batches):
                 # what a model puts there beside its outputs (model_fn/prediction.py)
                 self.batch_values.update(logs, logs)

@@ -4,11 +4,10 @@ benchmarks/bench.py, never in tests)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from one_process import Job, run_scripts
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 #: benchmarks/ has no TensorFlow/Keras version branch (the stack only names itself in the
@@ -39,23 +38,30 @@ CASES = (
 )
 
 
-def _run(script, *args, timeout):
-    """Runs ``benchmarks/<script>`` with ``args``; returns its stdout (it must exit 0)."""
+#: Each script's arguments (its short mode).
+RUNS = {
+    "bench.py": ("--short",),
+    "isolated.py": ("--steps", "200"),
+    "percall.py": ("--fits", "1", "--steps", "30", "--epochs", "2", "--skip", "10"),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The three scripts run in turn in ONE subprocess (:func:`one_process.run_scripts`: each as
+    ``python benchmarks/<script> ARGS`` runs it), TensorFlow's start-up paid once."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH.parent / script), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    jobs = [Job(script, BENCH.parent / script, args) for script, args in RUNS.items()]
+    return run_scripts(jobs, tmp_path_factory.mktemp("bench"), env, timeout=1200)
 
 
-def test_bench_short_mode_runs_every_case():
-    out = _run("bench.py", "--short", timeout=600)
+def _run(runs, script):
+    """The stdout of ``benchmarks/<script>`` (it must exit 0)."""
+    return runs[script].check().stdout
+
+
+def test_bench_short_mode_runs_every_case(runs):
+    out = _run(runs, "bench.py")
     assert "machine:" in out
     rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")}
     missing = [c for c in CASES if c not in rows]
@@ -64,8 +70,8 @@ def test_bench_short_mode_runs_every_case():
     assert "MISS" not in out and "PASS" not in out  # short mode gives no verdicts
 
 
-def test_isolated_bridge_work_runs_every_case():
-    out = _run("isolated.py", "--steps", "200", timeout=300)
+def test_isolated_bridge_work_runs_every_case(runs):
+    out = _run(runs, "isolated.py")
     rows = [line for line in out.splitlines() if line.startswith("| ") and "µs" not in line]
     assert [r.split("|")[1].strip() for r in rows] == [
         "no hooks",
@@ -79,10 +85,8 @@ def test_isolated_bridge_work_runs_every_case():
     assert all(float(r.split("|")[2]) > 0 for r in rows)
 
 
-def test_percall_measures_every_case():
-    out = _run(
-        "percall.py", "--fits", "1", "--steps", "30", "--epochs", "2", "--skip", "10", timeout=300
-    )
+def test_percall_measures_every_case(runs):
+    out = _run(runs, "percall.py")
     rows = {
         line.split("|")[1].strip(): line.split("|")[2:4]
         for line in out.splitlines()

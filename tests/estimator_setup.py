@@ -144,6 +144,7 @@ def switch_and_back(
     estimator_predict: Callable[[Path], Any] | None = None,
     keras_predict: Callable[[Any], Any] | None = None,
     rollback: bool = True,
+    recorded: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The round trip, each run returned for the tests to compare with its native counterpart.
 
@@ -165,12 +166,20 @@ def switch_and_back(
             before the native run, Keras after the restore): ``"at_switch"``.
         rollback: run step 3 (an Estimator training); ``False`` for the tests that read no
             ``"rollback"`` (``None`` then; ``"backup"`` is still listed).
+        recorded: step 1 as a fixture recorded it (``tests/fixtures/canned``): ``"model_dir"``,
+            the Estimator's step-8 checkpoint, copied to ``root/bridged``; ``"native"``, its
+            losses continuing to 16; ``"at_switch"``, what it predicts at step 8 (no
+            ``estimator_predict`` then).
     """
     bridged, native, back = root / "bridged", root / "native", root / "back"
-    train(estimator(bridged), input_fn, 8)  # the TF1 job, preempted at step 8
-    shutil.copytree(bridged, native)
-    at_switch = estimator_predict(bridged) if estimator_predict else None
-    native_losses = train(estimator(native), input_fn, 16)
+    if recorded is None:
+        train(estimator(bridged), input_fn, 8)  # the TF1 job, preempted at step 8
+        shutil.copytree(bridged, native)
+        at_switch = estimator_predict(bridged) if estimator_predict else None
+        native_losses = train(estimator(native), input_fn, 16)
+    else:
+        shutil.copytree(recorded["model_dir"], bridged)
+        at_switch, native_losses = recorded["at_switch"], recorded["native"]
 
     model = keras_model(bridged)
     with warnings.catch_warnings(record=True) as caught:

@@ -3,7 +3,9 @@
 For each canned Estimator with its default optimizer: it trains 8 steps into ``model_dir``; a copy
 is continued to step 16 by the Estimator itself (native), the original by ``keras_twin(est)``
 after ``restore_checkpoint(twin, model_dir, "auto")`` under ``estimator_hooks(model=twin)``
-(bridged), batch loss by batch loss. Then the way back: the Estimator continues from the
+(bridged), batch loss by batch loss. The 8 steps, the Estimator's predictions after them and its
+native continuation are recorded in ``fixtures/canned`` (its ``make_fixture.py``; the deep profile
+reruns it against the files). Then the way back: the Estimator continues from the
 twin's step-16 checkpoint while the twin goes on in memory, loss by loss again. The features are
 declared ``b, a, c`` (the Estimator sorts them: ``a, b, c``); one case adds a vocabulary column
 with an OOV bucket (linear), its crossing with a bucketized column, and its embedding (DNN).
@@ -11,7 +13,9 @@ with an OOV bucket (linear), its crossing with a bucketized column, and its embe
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +29,7 @@ from estimator_setup import (
     switch_and_back,
     train,
 )
+from fixture_modules import fixture_script
 
 pytest.importorskip("tensorflow_estimator", reason=ESTIMATOR_ONLY, exc_type=ImportError)
 
@@ -119,29 +124,48 @@ DEEP_CANNED = {
 }
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param(which, marks=pytest.mark.deep) if which in DEEP_CANNED else which
-        for which in CANNED
-    ],
-)
+#: The Estimator's first 8 steps of each case (its step-8 checkpoint), what it predicts there and
+#: its own continuation to 16, as ``fixtures/canned/make_fixture.py`` recorded them on TF 2.15
+#: (deterministic: two runs bit-equal; the deep profile reruns it against the files). CI reads
+#: them: two Estimator trainings and a prediction saved per case. The way back (from the twin's
+#: checkpoint) and the rollback stay live Estimator runs.
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "canned"
+make_fixture = fixture_script(FIXTURES)
+
+
+def recorded(which: str) -> dict:
+    """The case's recorded step 1 of the round trip, as ``switch_and_back(recorded=...)`` takes."""
+    case = FIXTURES / make_fixture.slug(which)
+    exp = json.loads((case / "expected.json").read_text())
+    assert exp["case"] == which
+    return {
+        "model_dir": case / "model_dir",
+        "at_switch": np.asarray(exp["logits"], "float32"),
+        "native": exp["native"],
+    }
+
+
+def deep_or_ci(cases):
+    return [pytest.param(w, marks=pytest.mark.deep) if w in DEEP_CANNED else w for w in cases]
+
+
+@pytest.fixture(scope="module", params=deep_or_ci(CANNED))
 def runs(request, tmp_path_factory):
-    """The Estimator -> its Keras twin -> Estimator round trip (estimator_setup.switch_and_back),
-    with what each predicts at the switch."""
+    """The Estimator -> its Keras twin -> Estimator round trip (estimator_setup.switch_and_back)
+    from the recorded step-8 checkpoint, with what each predicts at the switch."""
     which = request.param
     labels = LABELS[CANNED[which][1]]
     return switch_and_back(
-        tmp_path_factory.mktemp(which.replace(" ", "_").replace(",", "")),
+        tmp_path_factory.mktemp(make_fixture.slug(which)),
         lambda model_dir: estimator(which, model_dir),
         dataset_fn(FEATURES, labels),
         lambda model_dir: hookbridge.keras_twin(estimator(which, model_dir)),
         FEATURES,
         labels,
         CONFIG,
-        estimator_predict=lambda model_dir: logits(which, model_dir),
         keras_predict=lambda twin: twin.predict(FEATURES, verbose=0),
         rollback=False,  # test_rolled_back_the_estimator_trains_as_it_did runs it
+        recorded=recorded(which),
     ) | {"which": which}
 
 
@@ -176,6 +200,8 @@ ROLLBACK_IN_CI = {"DNNLinearCombinedClassifier V2", "DNNLinearCombinedClassifier
     scope="module",
 )
 def test_rolled_back_the_estimator_trains_as_it_did(runs, tmp_path):
+    """From the backup, the Estimator trains bit for bit as it did from its own step-8
+    checkpoint (``runs["native"]``: recorded, bit-equal to a live run in the deep profile)."""
     which = runs["which"]
     rollback = tmp_path / "rollback"
     shutil.copytree(runs["back_dir"].parent / "bridged" / "estimator-backup", rollback)
@@ -217,25 +243,42 @@ ODD = {
 DEEP_ODD = {"LinearRegressor V2"}
 
 
+def odd_data() -> tuple[dict, dict]:
+    """The ODD cases' features (one column a name) and labels (3 classes; regression)."""
+    rng = np.random.default_rng(5)
+    features = {k: rng.normal(size=(32, 1)).astype("float32") for k in ODD_NAMES}
+    score = sum((i - 3) * features[k] for i, k in enumerate(ODD_NAMES))
+    return features, {"classes": np.digitize(score, [-1.0, 1.0]), "regression": score}
+
+
+def odd_estimator(which, model_dir):
+    columns = [tf.feature_column.numeric_column(k) for k in ODD_NAMES]
+    return ODD[which](columns, config=run_config(model_dir, CONFIG))
+
+
+def odd_native(which, model_dir):
+    """The Estimator trained 6 steps in ``model_dir``: what it predicts then (logits)."""
+    features, labels = odd_data()
+    labels = labels["classes" if "Classifier" in which else "regression"]
+    odd_estimator(which, model_dir).train(dataset_fn(features, labels), max_steps=6)
+    predictions = odd_estimator(which, model_dir).predict(
+        lambda: tf.data.Dataset.from_tensor_slices(features).batch(BATCH)
+    )
+    return np.stack([p["logits"] if "logits" in p else p["predictions"] for p in predictions])
+
+
 @pytest.mark.parametrize(
     "which", [pytest.param(w, marks=pytest.mark.deep) if w in DEEP_ODD else w for w in ODD]
 )
 def test_the_twin_orders_unusual_column_names_as_the_estimator(which, tmp_path):
-    rng = np.random.default_rng(5)
-    features = {k: rng.normal(size=(32, 1)).astype("float32") for k in ODD_NAMES}
-    score = sum((i - 3) * features[k] for i, k in enumerate(ODD_NAMES))
-    labels = np.digitize(score, [-1.0, 1.0]) if "Classifier" in which else score
-
-    def make():
-        columns = [tf.feature_column.numeric_column(k) for k in ODD_NAMES]
-        return ODD[which](columns, config=run_config(tmp_path, CONFIG))
-
-    make().train(dataset_fn(features, labels), max_steps=6)
-    native = np.stack([p["logits"] if "logits" in p else p["predictions"] for p in make().predict(
-        lambda: tf.data.Dataset.from_tensor_slices(features).batch(BATCH))])
-    twin = hookbridge.keras_twin(make())
-    assert hookbridge.restore_checkpoint(twin, str(tmp_path), "auto") == 6
-    predicted = twin.predict(features, verbose=0)
+    """From the Estimator's step-6 checkpoint (``fixtures/canned/odd_*``: ``odd_native``, as
+    recorded), the twin predicts the Estimator's logits."""
+    case = FIXTURES / f"odd_{make_fixture.slug(which)}"
+    native = np.asarray(json.loads((case / "expected.json").read_text())["logits"], "float32")
+    shutil.copytree(case / "model_dir", tmp_path / "model_dir")
+    twin = hookbridge.keras_twin(odd_estimator(which, tmp_path / "model_dir"))
+    assert hookbridge.restore_checkpoint(twin, str(tmp_path / "model_dir"), "auto") == 6
+    predicted = twin.predict(odd_data()[0], verbose=0)
     assert np.abs(native).max() > 0.1  # trained: the order of the weights shows
     np.testing.assert_allclose(predicted, native.reshape(predicted.shape), rtol=1e-5, atol=1e-5)
 
@@ -315,3 +358,20 @@ def test_an_optimizer_setting_that_is_a_tensor_is_refused():
     with pytest.raises(ValueError, match=r"optimizer AdamOptimizer has settings that are tensors "
                        r"of the Estimator.s graph.*learning_rate.*compile the twin yourself"):
         hookbridge.keras_twin(est)
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("which", [*CANNED, *(f"odd {w}" for w in ODD)])
+def test_the_recorded_estimator_runs_are_what_the_estimator_does(which, tmp_path):
+    """TF 2.15: ``fixtures/canned/<case>`` is what the Estimator gives now, bit for bit: its
+    step-8 (ODD: step-6) checkpoint, its predictions there, its losses continuing to 16."""
+    case = FIXTURES / make_fixture.slug(which)
+    exp = json.loads((case / "expected.json").read_text())
+    assert exp["versions"]["tensorflow"] == tf.__version__
+    now = make_fixture.run(which, tmp_path)
+    reader = tf.train.load_checkpoint(str(case / "model_dir"))
+    assert sorted(reader.get_variable_to_shape_map()) == sorted(now["tensors"])
+    for name, value in now["tensors"].items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
+    np.testing.assert_array_equal(now["logits"], np.asarray(exp["logits"], "float32"))
+    assert now["native"] == exp["native"]

@@ -90,6 +90,7 @@ class HostCall:
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.found: Any = None  # (host_call, graph, first op index) of the TRAIN call traced
+        self.traced: Any = None  # (graph, first op index) of the TRAIN model_fn call traced
         #: The variables (by TF1 name) host tensors read after the step wrote them.
         self.late: dict[str, Any] = {}
         self._runners: dict[tuple, _Runner] = {}
@@ -124,6 +125,20 @@ class HostCall:
         self._runner = self._runners[signature]
         self._keys = [f"{KEY}{i}" for i in range(len(flat))]
         return {key: tf.identity(t) for key, t in zip(self._keys, flat)}
+
+    def hook_tensors(
+        self, extras: dict[str, Any], pre: dict[str, tf.Tensor], variables: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The TRAIN spec's hook tensors (``LoggingTensorHook``'s), read as the host tensors:
+        the Estimator fetched them in the ``train_op``'s own ``Session.run``, so a read of a
+        variable the step wrote before it (a learning rate decayed from the global step, made
+        after the ``train_op``) saw the value before the write. Arguments as :meth:`outputs`."""
+        traced, self.traced = self.traced, None
+        if traced is None or not extras or not isinstance(traced[0], tf.Graph):
+            return extras
+        keys = list(extras)
+        flat = _read_before([extras[k] for k in keys], *traced, variables, pre, self.late)
+        return dict(zip(keys, flat))
 
     @contextlib.contextmanager
     def running(self, model: Any) -> Iterator[None]:

@@ -177,6 +177,8 @@ class ModelFnModel(keras.Model):
         model_fn, params, config = self._mfn
         with self._mfn_store.scope(self._mfn_step, mode) as graph:
             first = len(graph.get_operations())
+            if mode == TRAIN:  # the hooks' reads after the train_op (host_call.py)
+                self._mfn_host.traced = (graph, first)
             host: list = []
             spec = call_model_fn(model_fn, features, labels, mode, params, config, host)
             if host:  # TPUEstimatorSpec.host_call: the TRAIN step returns its tensors
@@ -327,6 +329,7 @@ class ModelFnModel(keras.Model):
         pre = self._mfn_host.pre_reads()  # what host_call reads as the Estimator's run read it
         spec, extras = self._mfn_run(features, labels, TRAIN)
         variables = {**self._mfn_store.by_name(), "global_step": self._mfn_step()}
+        extras = self._mfn_host.hook_tensors(extras, pre, variables)
         extras = {**extras, **self._mfn_host.outputs(pre, variables)}
         self._mfn_has_hooks[TRAIN] = bool(spec_hooks(spec, TRAIN))
         if getattr(spec, "loss", None) is None or getattr(spec, "train_op", None) is None:

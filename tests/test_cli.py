@@ -9,6 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import conftest
 import pytest
 
 from hookbridge import cli
@@ -60,9 +61,55 @@ def _demo_run(tmp_path_factory):
     return out, proc
 
 
+def _demo_in_process(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``hookbridge demo ARGS`` through ``cli.main`` in this process, in the working directory
+    ``cwd``: its stdout, and its stderr with TensorFlow's log records (what LoggingTensorHook
+    logs; a handler of its own on TensorFlow's logger, whose handlers keep the stream they were
+    made with); the working directory, the environment and the log level the demo sets for its
+    hooks (INFO) restored after."""
+    import logging
+    import tempfile
+
+    import tensorflow as tf
+
+    level = tf.compat.v1.logging.get_verbosity()
+    with tempfile.TemporaryFile("w+") as o, tempfile.TemporaryFile("w+") as e:
+        handler, logger = logging.StreamHandler(e), tf.get_logger()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(cwd)
+            mp.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+            mp.setattr(sys, "stdout", o)
+            mp.setattr(sys, "stderr", e)
+            logger.addHandler(handler)
+            try:
+                status = cli.main(["demo", *args])
+            finally:
+                logger.removeHandler(handler)
+                tf.compat.v1.logging.set_verbosity(level)
+        o.seek(0), e.seek(0)
+        stdout, stderr = o.read(), e.read()
+    assert status == 0, stderr[-3000:]
+    return subprocess.CompletedProcess(["hookbridge", "demo", *args], status, stdout, stderr)
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    return _demo_run(tmp_path_factory)
+    """The demo's run for the tests below: on keras3 (the primary stack) ``hookbridge demo`` as a
+    user runs it, in a subprocess (the entry point); on tfkeras and tf215 the same command in this
+    process (:func:`_demo_in_process`): the stack's differences are the demo's and the bridge's,
+    the same in process, and a subprocess adds only TensorFlow's start-up (6-8 s of CPU)."""
+    if conftest.STACK == "keras3":
+        return _demo_run(tmp_path_factory)
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    return out, _demo_in_process(out.parent, "--out", str(out), "--steps", "12")
+
+
+@pytest.fixture(scope="module")
+def demo_here(tmp_path_factory):
+    """``hookbridge demo --steps 12`` without ``--out`` in this process (:func:`_demo_in_process`),
+    in a working directory of its own: (the folder it wrote, the run)."""
+    cwd = tmp_path_factory.mktemp("demo_here")
+    return cwd / "hookbridge_demo", _demo_in_process(cwd, "--steps", "12")
 
 
 def test_demo_end_to_end(demo_run):
@@ -100,20 +147,14 @@ def test_demo_end_to_end(demo_run):
     "the demo's seeding is its own (one SEED, no TensorFlow/Keras version branch in _demo.py); "
     "the demo itself runs end to end on every stack"
 )
-def test_demo_is_reproducible(demo_run, tmp_path_factory, monkeypatch, capsys):
-    """The subprocess run of :func:`demo_run` and a second run in this process (``cli.main``,
-    after whatever other tests ran here): the same figures and checkpoint, bit for bit."""
+def test_demo_is_reproducible(demo_run, demo_here):
+    """The subprocess run of :func:`demo_run` and a second run in this process
+    (:func:`demo_here`: ``cli.main``, after whatever other tests ran here, into the default
+    folder): the same figures and checkpoint, bit for bit."""
     import numpy as np
     import tensorflow as tf
 
-    out1, proc1 = demo_run
-    out2 = tmp_path_factory.mktemp("demo") / "demo"
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
-    capsys.readouterr()
-    status = cli.main(["demo", "--out", str(out2), "--steps", "12"])
-    captured = capsys.readouterr()
-    assert status == 0, captured.err[-3000:]
-    proc2 = subprocess.CompletedProcess(["hookbridge", "demo"], status, captured.out, captured.err)
+    (out1, proc1), (out2, proc2) = demo_run, demo_here
 
     def figures(out, proc):
         # Every line but the output folder and StepCounterHook's global_step/sec (a timing).
@@ -167,9 +208,10 @@ def test_pytest_plugin_and_help_load_no_tensorflow():
 
 
 @pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
-def test_tensorflow_is_imported_on_first_use():
-    # The probe above can see TensorFlow: a public name that needs it loads it.
-    loaded = _modules_loaded("import hookbridge\nhookbridge.HookCallback")
+def test_tensorflow_is_imported_on_first_use(tensorflow_import_noise):
+    # The probe above can see TensorFlow: a public name that needs it loads it (the fixture's
+    # interpreter: ``import hookbridge``, then ``hookbridge.HookCallback``).
+    _, loaded = tensorflow_import_noise
     assert "tensorflow" in loaded
 
 
@@ -195,14 +237,13 @@ def test_help_lists_the_subcommands(capsys):
 
 
 @pytest.mark.one_stack("the default folder is argparse's; the demo itself runs on every stack")
-def test_demo_writes_into_default_directory(tmp_path, monkeypatch, capsys):
+def test_demo_writes_into_default_directory(demo_here):
     """In process (the entry point runs as a user runs it in :func:`demo_run`): ``cli.main``
-    in a working directory of its own, the environment restored after."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
-    assert cli.main(["demo", "--steps", "2"]) == 0, capsys.readouterr().err[-3000:]
-    assert (tmp_path / "hookbridge_demo" / "loss.png").exists()
-    assert (tmp_path / "hookbridge_demo" / "checkpoints" / "model.ckpt-2.index").exists()
+    in a working directory of its own (:func:`demo_here`), the environment restored after."""
+    out, _ = demo_here
+    assert out.parent / "hookbridge_demo" == out
+    assert (out / "loss.png").exists()
+    assert (out / "checkpoints" / "model.ckpt-12.index").exists()
 
 
 def test_version(capsys):
@@ -227,21 +268,33 @@ def _env_without_tf_settings(**extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tensorflow_import_noise() -> list[str]:
-    """What a bare ``import tensorflow`` prints here at TensorFlow's default log level (0: the
-    variable unset, as in the first test below, or set to "0" by the user, as in the second)."""
+def tensorflow_import_noise() -> tuple[list[str], list[str]]:
+    """What TensorFlow's import prints here at its default log level (0: the variable unset, as
+    in the first test below, or set to "0" by the user, as in the second), and the TensorFlow and
+    Keras modules loaded (:func:`_modules_loaded`'s list). One interpreter imports ``hookbridge``
+    and asks for ``hookbridge.HookCallback``, which imports TensorFlow (hookbridge leaves its
+    log level alone: only the command line sets it)."""
+    code = (
+        "import hookbridge\n"
+        "hookbridge.HookCallback\n"
+        "import sys\n"
+        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in roots))\n"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", "import tensorflow"],
+        [sys.executable, "-c", code],
         capture_output=True, text=True, env=_env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0"),
         check=False, timeout=180,
     )
-    return [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    noise = [line for line in proc.stderr.splitlines() if any(n in line for n in _TF_NOISE)]
+    return noise, eval(proc.stdout.strip().splitlines()[-1])  # a printed list of module names
 
 
 @pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
 def test_check_prints_its_verdict_without_tensorflows_start_up_lines(tensorflow_import_noise):
     env = _env_without_tf_settings()
-    noisy = tensorflow_import_noise
+    noisy, _ = tensorflow_import_noise
     proc = subprocess.run(
         [sys.executable, "-m", "hookbridge", "check", "check_targets:make_loss_every_2"],
         capture_output=True, text=True, env=env, check=False, timeout=240, cwd=ROOT,
@@ -256,7 +309,7 @@ def test_check_prints_its_verdict_without_tensorflows_start_up_lines(tensorflow_
 @pytest.mark.per_tensorflow("the start-up lines are TensorFlow's")
 def test_a_log_level_the_user_set_is_kept(tensorflow_import_noise):
     env = _env_without_tf_settings(TF_CPP_MIN_LOG_LEVEL="0")
-    noisy = tensorflow_import_noise
+    noisy, _ = tensorflow_import_noise
     if not noisy:
         pytest.skip("this TensorFlow prints nothing on import here")
     proc = subprocess.run(

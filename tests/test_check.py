@@ -68,20 +68,12 @@ def _in_process(*args: str) -> tuple[int, str, str]:
 #: Each check below runs ``hookbridge check`` as a user does (a subprocess: the entry point, argv,
 #: exit status and stdout) and in process (``check_mod.main``, what the entry point calls). The
 #: verdict depends on the stack: in process it runs on every stack. The subprocess adds only the
-#: wiring, which has no TensorFlow/Keras version branch: in CI it runs on keras3 (each is a
-#: TensorFlow start-up), on every stack in the deep profile.
-HOW = pytest.mark.parametrize(
-    "how",
-    [
-        pytest.param("subprocess", marks=pytest.mark.one_stack("the entry point's wiring")),
-        "in_process",
-    ],
-)
-#: The same checks whose subprocess adds nothing to ``test_conforming_hook[subprocess]`` (exit 0)
-#: and ``test_bad_input_subprocess_and_json`` (exit 2): the entry point passes the status
-#: ``check_mod.main`` returns, whatever it is (``cli.main``: ``int(args.handler(args))``). In CI
-#: they run in process on every stack; their subprocess form in the deep profile (each is a
-#: TensorFlow start-up: 14-18 s under CI load).
+#: wiring, which has no TensorFlow/Keras version branch, and the entry point passes the status
+#: ``check_mod.main`` returns, whatever it is (``cli.main``: ``int(args.handler(args))``): in CI
+#: the entry point runs in test_cli.py (``python -m hookbridge check
+#: check_targets:make_loss_every_2``, its exit 0 and its verdict line, on keras3 and tf215);
+#: here the subprocess form runs in the deep profile (each is a TensorFlow start-up: 14-18 s
+#: under CI load).
 HOW_DEEP_SUBPROCESS = pytest.mark.parametrize(
     "how", [pytest.param("subprocess", marks=pytest.mark.deep), "in_process"]
 )
@@ -95,7 +87,7 @@ def _check(how: str, *args: str) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-@HOW
+@HOW_DEEP_SUBPROCESS
 def test_conforming_hook(how):
     code, out, err = _check(
         how, "check_targets:make_loss_every_2", "--steps", "4", "--steps-per-epoch", "2"
@@ -226,7 +218,7 @@ def test_bad_input_exits_2(args, message):
 @HOW_DEEP_SUBPROCESS
 def test_bad_input_subprocess_and_json(how):
     """Exit 2 with the error in JSON. ``check_mod.main`` writes both and returns the status the
-    entry point passes on (``test_conforming_hook[subprocess]`` runs the entry point in CI)."""
+    entry point passes on (test_cli.py runs the entry point in CI)."""
     code, out, err = _check(how, "check_targets:nope", "--format", "json")
     assert code == 2
     assert "hookbridge check: error: module 'check_targets' has no attribute 'nope'" in err

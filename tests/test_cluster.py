@@ -223,6 +223,15 @@ def test_a_stop_on_a_non_chief_stops_that_worker_only(cluster):
 EXAMPLE = ROOT / "examples" / "distributed" / "ps_cluster_callbacks.py"
 
 
+def _deep_off_keras3(test):
+    """CI runs the example (a ps and 2 workers: three TensorFlow start-ups) on keras3, the
+    primary stack; what it shows (chief-only file writers, EarlyStopping on the chief stopping
+    the other worker) the ``cluster`` fixture's scenarios prove on every stack. The deep profile
+    runs it on every stack."""
+    return test if KERAS3 else pytest.mark.deep(test)
+
+
+@_deep_off_keras3
 def test_ps_cluster_example_runs_on_one_machine(tmp_path):
     """The example spawns its own ps and 2 workers on free loopback ports, and ends them all."""
     proc = subprocess.run(

@@ -41,6 +41,13 @@ import tensorflow as tf
 from distributed.preempt_harness import Cluster
 from distributed.procs import free_ports
 
+#: The scenario's subject is TensorFlow's (its servers killed and restarted, MonitoredSession's
+#: recovery) with the bridge's epochs across it: CI runs it on keras3 and tf215 (TF 2.21 and TF
+#: 2.15), tfkeras's Keras 2 callbacks (tf_keras, the lineage of tf215's Keras 2.15) run in the ps
+#: cluster of test_cluster.py on every stack; the deep profile runs it on tfkeras too.
+pytestmark = pytest.mark.per_tensorflow(
+    "the ps preemption and the session recovery are TensorFlow's; tf215 runs Keras 2's callbacks"
+)
 SPE = 10  # steps per epoch
 LAST_STEP = 240
 DEADLINE_S = 240.0  # the whole scenario

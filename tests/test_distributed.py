@@ -294,6 +294,15 @@ def test_multiworker_agree_stops_false_builds_no_collective(multiworker):
         assert any("agree_stops=False" in w for w in got["warnings"]), got["warnings"]
 
 
+def _deep_off_keras3(test):
+    """CI runs an example script (a TensorFlow start-up of its own) on keras3, the primary stack;
+    what it shows the module's scenarios prove on every stack (``mirrored``: the hooks' steps,
+    the reduced loss, the checkpoint restored with and without a strategy). The deep profile runs
+    it on every stack."""
+    return test if KERAS3 else pytest.mark.deep(test)
+
+
+@_deep_off_keras3
 def test_mirrored_fit_example_stops_logs_and_checkpoints_once(tmp_path):
     """examples/distributed/mirrored_fit.py, run as a user runs it: MirroredStrategy over 2
     logical CPUs; StopAtStepHook(last_step=10) stops fit after global step 10 (mid-epoch 2, as

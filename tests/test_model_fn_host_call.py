@@ -1,9 +1,10 @@
 """``TPUEstimatorSpec.host_call`` under ``fit``, as ``TPUEstimator(use_tpu=False)`` ran it.
 
 The subject is the r1 MNIST ``model_fn`` (``tests/fixtures/model_fns/mnist.py``) returning, in
-TRAIN mode, a ``TPUEstimatorSpec`` whose ``host_call`` writes the loss, the learning rate and
-the global step (tensors reshaped to ``[1]``, ``gs[0]`` the step, as tensor2tensor's and
-efficientnet's ``host_fn`` do) with a v2 summary writer. ``TPUEstimator(use_tpu=False)`` on TF
+TRAIN mode, a ``TPUEstimatorSpec`` whose ``host_call`` writes the loss, the learning rate decayed
+from the global step (as BERT's), the norm of ``dense/kernel`` and the global step (tensors
+reshaped to ``[1]``, ``gs[0]`` the step, as tensor2tensor's and efficientnet's ``host_fn`` do)
+with a v2 summary writer: values that move with the step and with the training. ``TPUEstimator(use_tpu=False)`` on TF
 2.15 continues 5 steps from the fixture's checkpoint; ``fit`` of ``model_fn_model`` does the
 same: both event files, read with ``EventAccumulator``, hold the same tags, steps and values.
 Elsewhere the native record is ``mnist/host_call.json``, written by the same native run
@@ -29,7 +30,7 @@ HERE = Path(__file__).resolve().parent / "fixtures" / "model_fns"
 FIXTURE = json.loads((HERE / "fixtures.json").read_text())["subjects"]["mnist"]
 RECORD_FILE = HERE / "mnist" / "host_call.json"
 STEPS = 5
-TAGS = ("loss", "learning_rate", "step")
+TAGS = ("loss", "learning_rate", "kernel_norm", "step")
 
 
 def _mnist():
@@ -47,19 +48,23 @@ def model_fn(features, labels, mode, params):
         return spec
     logdir = params["host_dir"]
 
-    def host_fn(gs, loss, lr):
+    def host_fn(gs, loss, lr, norm):
         with tf.compat.v2.summary.create_file_writer(logdir).as_default():
             with tf.compat.v2.summary.record_if(True):
                 tf.compat.v2.summary.scalar("loss", loss[0], step=gs[0])
                 tf.compat.v2.summary.scalar("learning_rate", lr[0], step=gs[0])
+                tf.compat.v2.summary.scalar("kernel_norm", norm[0], step=gs[0])
                 tf.compat.v2.summary.scalar("step", tf.cast(gs[0], tf.float32), step=gs[0])
                 return v1.summary.all_v2_summary_ops()
 
-    graph = v1.get_default_graph()
+    gs = v1.train.get_global_step()  # made after the train_op: read before its writes natively
+    lr = v1.train.polynomial_decay(1e-3, gs, 100, end_learning_rate=0.0, power=1.0)
+    kernel = next(v for v in v1.global_variables() if v.name.split(":")[0] == "dense/kernel")
     tensors = [
-        tf.reshape(v1.train.get_global_step(), [1]),
+        tf.reshape(gs, [1]),
         tf.reshape(spec.loss, [1]),
-        tf.reshape(graph.get_tensor_by_name("learning_rate:0"), [1]),
+        tf.reshape(lr, [1]),
+        tf.reshape(tf.norm(kernel), [1]),
     ]
     return compat.TPUEstimatorSpec(
         mode, loss=spec.loss, train_op=spec.train_op, host_call=(host_fn, tensors)

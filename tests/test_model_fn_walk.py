@@ -1,8 +1,8 @@
 """docs/migration.md's BERT walk ("the model_fn in Keras fit") runs as written, with its figures.
 
-``examples/bert_model_fn/``: on TF 2.15 the TPUEstimator half writes the model_dir (and it is
-``tests/fixtures/model_fns``'s bert subject bit for bit); on every stack the ``fit`` half continues
-that model_dir (on TF 2.21, the fixture's: the same checkpoint) and is held to the Estimator
+``examples/bert_model_fn/``: on TF 2.15 the TPUEstimator half writes the model_dir, and it is
+``tests/fixtures/model_fns``'s bert subject bit for bit (the deep profile); on every stack the
+``fit`` half continues that model_dir (the fixture's: the same checkpoint) and is held to the Estimator
 continuing (predictions 1e-5, losses rtol 2e-5 for 8 steps, then the Estimator's own drift
 envelope); on TF 2.15 the Estimator takes the job back from fit's checkpoint; the hand-written Keras
 BERT refuses "auto", restores by its explicit map and predicts what ``model_fn_model`` predicts.
@@ -35,6 +35,8 @@ EXAMPLE = ROOT / "examples" / "bert_model_fn"
 DOC = ROOT / "docs" / "migration.md"
 FIXTURE = ROOT / "tests" / "fixtures" / "model_fns"
 BERT = json.loads((FIXTURE / "fixtures.json").read_text())["subjects"]["bert"]
+#: BERT's pre-trained checkpoint: the fixture's (the walk's own stand-in is 5 steps more).
+PRETRAINED = str(FIXTURE / "bert" / "warm_start" / "pretrained.ckpt")
 FIRST_STEPS, FIRST_RTOL = 8, 2e-5
 MODULES = ("classifier", "walk", "estimator_tf215", "fit_tf221", "rewrite")
 
@@ -66,12 +68,12 @@ def walked(tmp_path_factory):
             printed[f"{label} warnings"] = "\n".join(str(x.message) for x in w)
             return result
 
-        if compat.NATIVE:  # BERT's pre-trained checkpoint: the fixture's (the script's stand-in)
-            pretrained = str(FIXTURE / "bert" / "warm_start" / "pretrained.ckpt")
-            run("estimator", lambda out: estimator_tf215.run(out, pretrained))
-        else:  # no tensorflow-estimator: the checkpoint it wrote (tests/fixtures/model_fns)
-            shutil.copytree(FIXTURE / "bert" / "model_dir", out / "model_dir")
-            (out / "estimator.json").write_text(json.dumps(BERT))
+        # The Estimator half's model_dir and estimator.json: the fixture's, which that half
+        # writes bit for bit on TF 2.15 (the deep profile's test_the_estimator_half_is_the_
+        # fixtures_run_bit_for_bit reruns it: a 30-step TPUEstimator BERT job, its prediction and
+        # its 20-step continuation, ~20 s of the tf215 file's CI time).
+        shutil.copytree(FIXTURE / "bert" / "model_dir", out / "model_dir")
+        (out / "estimator.json").write_text(json.dumps(dict(BERT, init_checkpoint=PRETRAINED)))
         model = run("fit", fit_tf221.run)
         if compat.NATIVE:
             run("back", estimator_tf215.back)
@@ -82,12 +84,32 @@ def walked(tmp_path_factory):
     shutil.rmtree(out, ignore_errors=True)
 
 
+@pytest.mark.deep
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
-def test_the_estimator_half_is_the_fixtures_run_bit_for_bit(walked):
-    written = json.loads((walked["out"] / "estimator.json").read_text())
+def test_the_estimator_half_is_the_fixtures_run_bit_for_bit(tmp_path):
+    """The walk's Estimator half, run as written, writes the fixture the CI walk starts from:
+    its losses, predictions and continuation, and its step-30 checkpoint, bit for bit."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(EXAMPLE))
+        for name in MODULES:
+            sys.modules.pop(name, None)
+        import estimator_tf215
+
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                estimator_tf215.run(tmp_path, PRETRAINED)
+        finally:
+            for name in MODULES:
+                sys.modules.pop(name, None)
+    written = json.loads((tmp_path / "estimator.json").read_text())
     assert written["train_losses"] == BERT["train_losses"]
     assert written["predictions"] == BERT["predictions"]
     assert written["continued_losses"] == BERT["continued_losses"]
+    mine = tf.train.load_checkpoint(str(tmp_path / "model_dir" / "model.ckpt-30"))
+    fixture = tf.train.load_checkpoint(str(FIXTURE / "bert" / "model_dir" / "model.ckpt-30"))
+    assert mine.get_variable_to_shape_map() == fixture.get_variable_to_shape_map()
+    for name in fixture.get_variable_to_shape_map():
+        np.testing.assert_array_equal(mine.get_tensor(name), fixture.get_tensor(name), name)
 
 
 def test_fit_continues_the_estimators_model_dir_as_the_estimator_did(walked):

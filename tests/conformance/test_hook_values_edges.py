@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -129,16 +130,31 @@ class FetchKeys(T.SessionRunHook):
         self.got.append({k: float(v) for k, v in run_values.results.items()})
 
 
+def _built(make_model):
+    """``make_model()``'s model (every builder here sets its weights by constant initializers),
+    from a pool per builder (``tests/reused_models.py``): reset to its built state, its traced
+    ``train_function`` kept. The native run of a test and its bridged one (``_again``), and the
+    tests building the same model, share one build and one trace."""
+    return reused_models.reused(("hook values edges", make_model.__qualname__), 0, make_model)
+
+
+def _again(make_model):
+    """The model the test's native run used, put back in its built state for the bridged run
+    (HookCallback leaves ``fit``'s own functions alone: the bridge runs hooks in a side graph)."""
+    reused_models.release_all()  # this test holds no other pooled model
+    return _built(make_model)
+
+
 def _fit_twice(make_model, fit_kw, keys, log_names=()):
     """The same model (same initial weights) fitted natively with Keras's batch values recorded,
     then with a HookCallback fetching ``keys``; returns (native batch values, fetched, warnings)."""
     native = KerasBatchValues()
-    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    _built(make_model).fit(**fit_kw, verbose=0, callbacks=[native])
     bridge = hookbridge.HookCallback(lambda: [FetchKeys(keys)], log_names=list(log_names))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with bridge:
-            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+            _again(make_model).fit(**fit_kw, verbose=0, callbacks=[bridge])
     return native.logs, bridge.hooks[0].got, [str(w.message) for w in caught]
 
 
@@ -371,12 +387,12 @@ def test_loss_read_in_end_after_validation_is_the_last_batch_value(length):
 
     fit_kw = dict(**data, epochs=2, shuffle=False, validation_data=(x[:3], y[:3]))
     native = KerasBatchValues()
-    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    _built(make_model).fit(**fit_kw, verbose=0, callbacks=[native])
     bridge = hookbridge.HookCallback(lambda: [LossAtEnd()])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with bridge:
-            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+            _again(make_model).fit(**fit_kw, verbose=0, callbacks=[bridge])
     hook = bridge.hooks[0]
     _assert_values(native.logs, hook.got, ["loss", "mae"])
     for key in ("loss", "mae"):
@@ -426,12 +442,12 @@ def test_loss_read_only_in_end_with_input_of_unknown_length_is_not_the_epoch_mea
         validation_data=(x[:3], y[:3]),
     )
     native = KerasBatchValues()
-    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    _built(make_model).fit(**fit_kw, verbose=0, callbacks=[native])
     bridge = hookbridge.HookCallback(lambda: [FetchWeights(), ReadAtEnd()])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with bridge:
-            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge])
+            _again(make_model).fit(**fit_kw, verbose=0, callbacks=[bridge])
     at_end = bridge.hooks[1].at_end
     for key in ("loss", "mae"):
         np.testing.assert_allclose(at_end[key], native.logs[-1][key], rtol=1e-4, atol=1e-5)
@@ -488,12 +504,12 @@ def test_a_metric_logging_a_function_of_its_mean_holds_keras_value_and_warns():
             logged.append(float(logs["rmse"]))
 
     native = KerasBatchValues()
-    make_model().fit(**fit_kw, verbose=0, callbacks=[native])
+    _built(make_model).fit(**fit_kw, verbose=0, callbacks=[native])
     bridge = hookbridge.HookCallback(lambda: [FetchKeys(["loss", "mae", "rmse"])])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with bridge:
-            make_model().fit(**fit_kw, verbose=0, callbacks=[bridge, Logs()])
+            _again(make_model).fit(**fit_kw, verbose=0, callbacks=[bridge, Logs()])
     bridged = bridge.hooks[0].got
     _assert_values(native.logs, bridged, ["loss", "mae"])
     np.testing.assert_allclose([b["rmse"] for b in bridged], logged, rtol=1e-6)

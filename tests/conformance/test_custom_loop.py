@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -134,10 +135,24 @@ class Oracle(keras.Model):
         return self._report(self.task.test(x, y), x)
 
 
+def oracle(with_mae: bool = False, reuse: bool = True) -> Oracle:
+    """A built, compiled Oracle; ``reuse``: one per ``with_mae`` reused across runs, reset to
+    its built state (``tests/reused_models.py``: its traced ``train_function`` kept)."""
+
+    def build():
+        model = Oracle(with_mae)  # seeds itself (inner_model)
+        model(np.zeros((1, 3), "float32"))  # built, as ModelCheckpoint needs
+        model.compile(optimizer=model.task.optimizer)
+        return model
+
+    return reused_models.reused(("custom loop oracle", with_mae), 0, build) if reuse else build()
+
+
 def run_fit(callbacks, *, train, epochs, val=None, with_mae=False, **fit_kw):
-    model = Oracle(with_mae)
-    model(np.zeros((1, 3), "float32"))  # built, as ModelCheckpoint needs
-    model.compile(optimizer=model.task.optimizer)
+    # tf_keras's BackupAndRestore deletes the model's training state at on_train_end: a model
+    # that ran it is not handed to a later run (a fresh one, as natively).
+    backup = any(isinstance(c, keras.callbacks.BackupAndRestore) for c in callbacks)
+    model = oracle(with_mae, reuse=not backup)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(train, epochs=epochs, validation_data=val, callbacks=callbacks, verbose=0,
@@ -145,11 +160,71 @@ def run_fit(callbacks, *, train, epochs, val=None, with_mae=False, **fit_kw):
     return model, [str(w.message) for w in caught]
 
 
+class _Pooled:
+    """A Task and its traced step, with what they hold as built, to hand out again."""
+
+    def __init__(self, with_mae: bool) -> None:
+        self.task = Task(inner_model(), with_mae)
+        self.step = tf.function(self.task.train)
+        optimizer = self.task.optimizer
+        optimizer.build(self.task.model.trainable_variables)  # its variables exist from here
+        self.weights = self.task.model.get_weights()
+        self.variables = list(optimizer.variables)
+        self.values = [v.numpy() for v in self.variables]
+        self.in_use = True
+
+    def restore(self) -> bool:
+        """Back to as built; False where that cannot be certain (the optimizer grew variables,
+        the model got an optimizer of its own or was made (non-)trainable)."""
+        task = self.task
+        if (
+            [id(v) for v in task.optimizer.variables] != [id(v) for v in self.variables]
+            or getattr(task.model, "optimizer", None) is not None
+            or not task.model.trainable
+        ):
+            return False
+        keras.utils.set_random_seed(0)
+        task.model.set_weights(self.weights)
+        for variable, value in zip(self.variables, self.values):
+            variable.assign(value)
+        if task.mae is not None:
+            task.mae.reset_state()
+        task.model.stop_training = False
+        self.in_use = True
+        return True
+
+
+_TASKS: dict[bool, list[_Pooled]] = {}
+
+
+@pytest.fixture(autouse=True)
+def _free_the_pooled_tasks():
+    yield
+    for pool in _TASKS.values():
+        for pooled in pool:
+            pooled.in_use = False
+
+
+def loop_task(with_mae: bool = False):
+    """A Task and its ``tf.function`` step, one per ``with_mae`` reused across runs (another
+    where the test holds every one), reset to their built state: the inner model's weights, the
+    optimizer's variables (its step), the metric's state; the step's trace kept."""
+    pool = _TASKS.setdefault(with_mae, [])
+    for pooled in [p for p in pool if not p.in_use]:
+        if pooled.restore():
+            return pooled.task, pooled.step
+        pool.remove(pooled)
+    pool.append(_Pooled(with_mae))
+    return pool[-1].task, pool[-1].step
+
+
 def run_loop(callbacks, *, train, epochs, val=None, with_mae=False, compiled=False, **loop_kw):
-    task = Task(inner_model(), with_mae)
     if compiled:  # model.optimizer is the step's (BackupAndRestore backs it up)
+        task = Task(inner_model(), with_mae)
         task.model.compile(optimizer=task.optimizer)
-    step = tf.function(task.train)
+        step = tf.function(task.train)
+    else:
+        task, step = loop_task(with_mae)
     loop = hookbridge.CallbackLoop(
         task.model, callbacks, epochs=epochs, validation_data=val,
         validation_step=None if val is None else (lambda b: task.test(*b)),

@@ -144,7 +144,7 @@ def test_hooks_needing_the_graph_see_it_beside_graph_free_ones():
         ]
 
     x, y = make_data(n=64)
-    model = make_model()
+    model = make_model(reuse=True)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(hooks)])
     assert int(model.optimizer.iterations.numpy()) == 4  # StopAtStepHook, graph-free, stopped it
     assert seen.count(("before", True)) == seen.count(("after", True)) == 4

@@ -88,7 +88,7 @@ def _warning_fit(kind):
     callback) or ``key`` (a Keras log key without a tensor, warned by the run)."""
     x, y = make_data(n=64)
     if kind == "spe":
-        model = make_model(steps_per_execution=2)
+        model = make_model(steps_per_execution=2, reuse=True)
     else:
         model = LogsExtra()
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
@@ -131,7 +131,7 @@ def test_a_failure_at_the_start_of_a_run_leaves_nothing_open():
         def begin(self):
             raise ValueError("begin fails")
 
-    model = make_model()
+    model = make_model(reuse=True)
     x, y = make_data(n=32)
     callback = hookbridge.HookCallback([Fails()])
     with pytest.raises(ValueError, match="begin fails"):

@@ -19,7 +19,7 @@ train = tf.compat.v1.train
 
 def fit(hooks, epochs=3, model=None, **kw):
     x, y = make_data()
-    model = model or make_model()
+    model = model or make_model(reuse=True)
     model.fit(
         x,
         y,
@@ -53,7 +53,7 @@ def test_stop_at_step_num_steps_counts_from_the_current_step():
 def test_nan_tensor_hook_raises():
     x, y = make_data()
     y[20] = np.nan  # second batch has a NaN loss
-    model = make_model()
+    model = make_model(reuse=True)
     with pytest.raises(train.NanLossDuringTrainingError):
         model.fit(
             x,
@@ -70,7 +70,7 @@ def test_nan_tensor_hook_raises():
 def test_nan_tensor_hook_can_stop_instead():
     x, y = make_data()
     y[40] = np.nan  # third batch
-    model = make_model()
+    model = make_model(reuse=True)
     hook = train.NanTensorHook("loss:0", fail_on_nan_loss=False)
     model.fit(
         x,
@@ -152,7 +152,7 @@ def test_checkpoint_saver_steps_match_native_and_restore(tmp_path):
             k for k in reader.get_variable_to_shape_map() if k.startswith(f"model/{i:03d}/")
         )
         np.testing.assert_array_equal(reader.get_tensor(name), w)
-    fresh = make_model(seed=1)
+    fresh = make_model(seed=1, reuse=True)
     assert hookbridge.restore_checkpoint(fresh, bridged_dir) == 12
     assert steps_of(fresh) == 12
     for a, b in zip(fresh.get_weights(), model.get_weights()):
@@ -162,11 +162,11 @@ def test_checkpoint_saver_steps_match_native_and_restore(tmp_path):
 def test_checkpoint_at_step_k_equals_model_trained_k_steps(tmp_path):
     d = str(tmp_path)
     fit([train.CheckpointSaverHook(d, save_steps=5)], epochs=3)
-    reference = make_model()
+    reference = make_model(reuse=True)
     x, y = make_data()
     reference.fit(x[:80], y[:80], batch_size=16, epochs=1, verbose=0, shuffle=False)  # 4 steps
     reference.fit(x[:16], y[:16], batch_size=16, epochs=1, verbose=0, shuffle=False)  # step 5
-    restored = make_model(seed=3)
+    restored = make_model(seed=3, reuse=True)
     assert hookbridge.restore_checkpoint(restored, os.path.join(d, "model.ckpt-5")) == 5
     for a, b in zip(restored.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -174,7 +174,7 @@ def test_checkpoint_at_step_k_equals_model_trained_k_steps(tmp_path):
 
 def test_restore_checkpoint_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        hookbridge.restore_checkpoint(make_model(), str(tmp_path))
+        hookbridge.restore_checkpoint(make_model(reuse=True), str(tmp_path))
     d = str(tmp_path / "c")
     fit([train.CheckpointSaverHook(d, save_steps=100)], epochs=1)
     other = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])

@@ -60,7 +60,7 @@ def _threads():
 @pytest.mark.parametrize("method", METHODS)
 def test_exception_in_each_hook_method(method):
     x, y = make_data()
-    model = make_model()
+    model = make_model(reuse=True)
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # warm up Keras's own threads/files
     proc = psutil.Process()
     files_before, threads_before = len(proc.open_files()), _threads()
@@ -87,7 +87,7 @@ def test_keyboard_interrupt_in_a_hook_propagates_and_closes():
 
     cb = hookbridge.HookCallback([Interrupt()])
     with pytest.raises(KeyboardInterrupt):
-        make_model().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+        make_model(reuse=True).fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     assert cb.session is None
 
 

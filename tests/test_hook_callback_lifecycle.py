@@ -56,7 +56,7 @@ class Recorder(tf.compat.v1.train.SessionRunHook):
 def test_lifecycle_matches_native_monitored_session(data):
     x, y = data
     bridged = Recorder(stop_at=5)
-    make_model().fit(
+    make_model(reuse=True).fit(
         x, y, batch_size=16, epochs=3, verbose=0, callbacks=[hookbridge.HookCallback([bridged])]
     )
     native = Recorder(stop_at=5)
@@ -71,7 +71,7 @@ def test_lifecycle_matches_native_monitored_session(data):
 
 def test_request_stop_stops_fit_after_exactly_that_step(data):
     x, y = data
-    model = make_model()
+    model = make_model(reuse=True)
     rec = Recorder(stop_at=7)
     history = model.fit(
         x, y, batch_size=16, epochs=10, verbose=0, callbacks=[hookbridge.HookCallback([rec])]
@@ -83,7 +83,7 @@ def test_request_stop_stops_fit_after_exactly_that_step(data):
 def test_other_hooks_after_run_still_run_on_the_stop_step(data):
     x, y = data
     first, second = Recorder(stop_at=2), Recorder()
-    make_model().fit(
+    make_model(reuse=True).fit(
         x,
         y,
         batch_size=16,
@@ -110,7 +110,7 @@ def test_graph_has_global_step_log_tensors_and_losses_collection(data):
             seen["mae"] = g.get_tensor_by_name("mae:0")
             seen["mean"] = g.get_tensor_by_name("running_mean/loss:0")
 
-    make_model().fit(
+    make_model(reuse=True).fit(
         x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Inspect()])]
     )
     assert seen["gs"].dtype == tf.int64
@@ -121,7 +121,7 @@ def test_graph_has_global_step_log_tensors_and_losses_collection(data):
 def test_loss_is_the_batch_loss_and_running_mean_is_keras_logs():
     """With learning rate 0 the model is fixed: each batch loss can be computed directly."""
     x, y = make_data(n=80)
-    model = make_model(lr=0.0)
+    model = make_model(lr=0.0, reuse=True)
 
     def hooks():
         g = tf.compat.v1.get_default_graph()
@@ -154,7 +154,7 @@ def test_loss_is_the_batch_loss_and_running_mean_is_keras_logs():
 
 def test_partial_last_batch_uses_sample_counts():
     x, y = make_data(n=70)  # batches of 16,16,16,16,6
-    model = make_model(lr=0.0)
+    model = make_model(lr=0.0, reuse=True)
     cb = hookbridge.HookCallback(
         lambda: [Recorder(fetch=tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0"))]
     )
@@ -166,7 +166,7 @@ def test_partial_last_batch_uses_sample_counts():
 
 def test_reuse_across_fits_and_global_step_continues(data):
     x, y = data
-    model = make_model()
+    model = make_model(reuse=True)
     rec = Recorder()
     cb = hookbridge.HookCallback([rec])
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
@@ -200,7 +200,7 @@ def test_fetch_structures_come_back_in_the_shape_asked_for(data):
         def after_run(self, run_context, run_values):
             got.append(run_values.results)
 
-    make_model().fit(
+    make_model(reuse=True).fit(
         x,
         y,
         batch_size=16,
@@ -223,7 +223,7 @@ def test_feed_conflict_between_hooks_raises_native_error(data):
             return SessionRunArgs(None, feed_dict={"loss:0": 1.0})
 
     with pytest.raises(RuntimeError, match="Same tensor is fed by two hooks"):
-        make_model().fit(
+        make_model(reuse=True).fit(
             x,
             y,
             batch_size=16,
@@ -247,7 +247,7 @@ def test_exception_in_hook_propagates_without_end_and_next_fit_works(data):
 
     boom = Boom()
     cb = hookbridge.HookCallback([boom])
-    model = make_model()
+    model = make_model(reuse=True)
     with pytest.raises(ValueError, match="boom"):
         model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     assert [e[0] for e in boom.events if e[0] == "end"] == []
@@ -276,7 +276,7 @@ def test_unknown_tensor_name_lists_available_names(data):
             return SessionRunArgs("accuracy:0")
 
     with pytest.raises((KeyError, ValueError), match="(?s)accuracy:0.*available.*loss:0"):
-        make_model().fit(
+        make_model(reuse=True).fit(
             x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Bad()])]
         )
 
@@ -290,13 +290,13 @@ def test_before_run_returning_non_args_names_the_hook(data):
 
     cb = hookbridge.HookCallback([Odd()])
     with pytest.raises(TypeError, match="Odd.before_run returned"):
-        make_model().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+        make_model(reuse=True).fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     assert cb.session is None
 
 
 def test_evaluate_and_predict_run_hooks(data):
     x, y = data
-    model = make_model()
+    model = make_model(reuse=True)
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
     rec = Recorder(fetch="loss:0")
     model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[hookbridge.HookCallback([rec])])
@@ -317,7 +317,7 @@ def test_evaluate_and_predict_run_hooks(data):
 def test_training_hooks_do_not_run_during_validation(data):
     x, y = data
     rec = Recorder()
-    make_model().fit(
+    make_model(reuse=True).fit(
         x,
         y,
         batch_size=16,
@@ -357,7 +357,7 @@ def test_end_of_input_with_validation_keeps_the_end_error_and_runs_no_hooks_ther
     x, y = data
     bridged = _EndsInput()
     with pytest.raises(tf.errors.OutOfRangeError, match=r"end\(\) failed"):
-        make_model().fit(
+        make_model(reuse=True).fit(
             x,
             y,
             batch_size=16,
@@ -397,7 +397,7 @@ def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
         return [made[-1]]
 
     cb = hookbridge.HookCallback(hooks)
-    model = make_model()
+    model = make_model(reuse=True)
     with pytest.raises(RuntimeError, match="failed"):
         model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cb, KerasFails()])
     if where == "hook":  # the same hook raising in a native MonitoredSession
@@ -432,7 +432,7 @@ def test_one_hook_callback_through_runs_that_raise(runs, at):
     its own TF1 session, as natively each is its own MonitoredSession: every hook begins, sees
     every step of its run, and ends, except in a run that raised, which gets no end()."""
     x, y = make_data()
-    model = make_model()
+    model = make_model(reuse=True)
     made: list = []
     current: dict = {}
 
@@ -487,7 +487,7 @@ def test_one_hook_callback_through_runs_that_raise(runs, at):
 
 def test_steps_per_execution_runs_hooks_once_per_execution_and_warns(data):
     x, y = data
-    model = make_model(steps_per_execution=2)
+    model = make_model(steps_per_execution=2, reuse=True)
     rec = Recorder()
     with pytest.warns(UserWarning, match="steps per execution"):
         model.fit(
@@ -542,7 +542,7 @@ def test_tf_keras_graph_mode_fit(tmp_path):
 def test_error_in_the_keras_step_is_closed_by_the_context_manager(data):
     x, y = data
     rec = Recorder()
-    model = make_model()
+    model = make_model(reuse=True)
 
     def batches():  # the input pipeline fails at the third batch: the Keras step raises
         for i in range(4):
@@ -559,7 +559,7 @@ def test_error_in_the_keras_step_is_closed_by_the_context_manager(data):
 @pytest.mark.skipif(not conftest.KERAS3, reason="only Keras 3 can stop evaluate early")
 def test_request_stop_in_evaluate_stops_evaluation(data):
     x, y = data
-    model = make_model()
+    model = make_model(reuse=True)
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
 
     class StopAfterTwoEvals(tf.compat.v1.train.SessionRunHook):  # like Estimator's eval hook
@@ -606,7 +606,7 @@ def test_a_feed_overrides_the_value_the_bridge_holds(data):
             k = key or tf.compat.v1.get_default_graph().get_tensor_by_name("loss:0")
             return [Feed(k), Fetch()]
 
-        make_model().fit(
+        make_model(reuse=True).fit(
             x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback(hooks)]
         )
         assert got == [[42.0, 84.0]] * 4
@@ -633,7 +633,7 @@ def test_a_fetch_container_changed_in_place_is_fetched_as_it_is_now(data):
         def after_run(self, run_context, run_values):
             seen.append(sorted(run_values.results))
 
-    make_model().fit(
+    make_model(reuse=True).fit(
         x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([Growing()])]
     )
     assert seen == [["gs"], ["gs"], ["gs", "loss"], ["gs", "loss"]]

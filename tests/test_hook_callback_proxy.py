@@ -44,7 +44,7 @@ def native(make_hooks, steps):
 def bridged(make_hooks, steps, *, epochs=1, batch=16):
     hooks = make_hooks()
     x, y = make_data(n=batch * steps)
-    model = make_model()
+    model = make_model(reuse=True)
     with hookbridge.HookCallback(hooks) as callback:
         model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0, shuffle=False,
                   callbacks=[callback])

@@ -43,7 +43,7 @@ def _native(make_hooks, directory):
 
 def _fit(hooks, scaffold=None, epochs=1):
     x, y = make_data(n=48)
-    model = make_model()
+    model = make_model(reuse=True)
     callback = hookbridge.HookCallback(hooks, scaffold=scaffold)
     model.fit(x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=False, callbacks=[callback])
     return model
@@ -136,7 +136,7 @@ def test_a_hook_without_saver_reused_across_fits_takes_each_runs_own(tmp_path):
     hook = train.CheckpointSaverHook(str(tmp_path), save_steps=2)
     callback = hookbridge.HookCallback([hook])
     x, y = make_data(n=48)
-    model = make_model()
+    model = make_model(reuse=True)
     for _ in range(2):
         model.fit(x, y, batch_size=16, verbose=0, shuffle=False, callbacks=[callback])
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-6")

@@ -94,7 +94,7 @@ def mirror(name):
 def fit(callbacks, *, steps=5, model=None, x=None, y=None, epochs=1):
     if x is None:
         x, y = make_data(n=16 * steps)
-    model = model or make_model()
+    model = model or make_model(reuse=True)
     model.fit(x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=False, callbacks=callbacks)
     return model
 
@@ -129,7 +129,7 @@ def test_a_skipped_step_leaves_the_global_step_and_checkpoints_as_natively(tmp_p
     only global steps the model has, as a native train op that skips an increment."""
     x, y = make_data(n=80)
     x[32:48] = np.nan  # batch 2: non-finite gradients, the step is skipped
-    model = make_model()
+    model = make_model()  # compiled again below: not a reusable model
     model.compile(
         optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01)), loss="mse"
     )
@@ -281,7 +281,7 @@ def test_global_step_waiter_returns_once_the_step_reaches_its_target(monkeypatch
     """A thread raises ``iterations`` to the target: GlobalStepWaiterHook stops waiting."""
     from tensorflow.python.training import basic_session_run_hooks
 
-    model = make_model()
+    model = make_model(reuse=True)
     fit([], steps=1, model=model)
     sleeps = []
 
@@ -348,7 +348,7 @@ def test_coordinator_stop_ends_fit_at_the_next_step_boundary(from_thread):
 def test_coordinator_stop_with_an_exception_raises_it_when_the_run_closes():
     error = ValueError("stop with this")
     bridged = CoordStop(1, exc=error)
-    model = make_model()
+    model = make_model(reuse=True)
     with pytest.raises(ValueError, match="stop with this") as got:
         fit([hookbridge.HookCallback([bridged])], steps=6, model=model)
     native = CoordStop(1, exc=ValueError("stop with this"))
@@ -513,7 +513,8 @@ def test_a_scaffold_instance_used_in_a_second_run_is_refused_clearly():
 
 # -- item 5: writes to the weight mirrors reach the Keras model ------------------------------
 def _frozen_model():
-    model = make_model(lr=0.0)  # weights do not move: what the hooks wrote is what stays
+    # weights do not move: what the hooks wrote is what stays
+    model = make_model(lr=0.0, reuse=True)
     return model
 
 
@@ -609,7 +610,7 @@ def test_scaffold_init_fn_restoring_a_checkpoint_restores_weights_and_step(tmp_p
         steps=3,
     )
     path = tf.train.latest_checkpoint(str(tmp_path))
-    fresh = make_model(seed=1)
+    fresh = make_model(seed=1, reuse=True)
     assert not np.allclose(fresh.get_weights()[0], trained.get_weights()[0])
     recorder = StepRecorder()
     cb = hookbridge.HookCallback(

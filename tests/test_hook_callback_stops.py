@@ -85,7 +85,7 @@ def native(hooks, steps):
 
 def bridged(hooks, steps):
     """The same hooks through ``fit`` (one Keras step per run); returns (runs, error)."""
-    model = make_model()
+    model = make_model(reuse=True)
     x = np.zeros((steps, 4), np.float32)
     y = np.zeros((steps, 1), np.float32)
     error = None
@@ -165,7 +165,7 @@ def _incremented(gs):
 def _bridged_mode(mode, hooks, steps):
     """``steps`` batches of ``mode`` (``"fit"``, ``"evaluate"``, ``"predict"``) with the hooks;
     returns the batches Keras ran and the model's ``optimizer.iterations`` after."""
-    model = make_model()
+    model = make_model(reuse=True)
     x, y = np.zeros((steps, 4), np.float32), np.zeros((steps, 1), np.float32)
     batches: list[int] = []
     count = tf.keras.callbacks.LambdaCallback(

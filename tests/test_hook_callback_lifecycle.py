@@ -7,6 +7,7 @@ import collections
 import conftest
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 from conftest import make_data, make_model, run_native
 from hypothesis import given, settings
@@ -432,6 +433,9 @@ def test_one_hook_callback_through_runs_that_raise(runs, at):
     its own TF1 session, as natively each is its own MonitoredSession: every hook begins, sees
     every step of its run, and ends, except in a run that raised, which gets no end()."""
     x, y = make_data()
+    # One test, many examples: the model the last example used is free again (the per-test
+    # release comes only after the last example), so each example gets it back reset, traced.
+    reused_models.release_all()
     model = make_model(reuse=True)
     made: list = []
     current: dict = {}

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 
 import hookbridge
@@ -79,7 +80,7 @@ def _native(batches, epochs, make_hook):
     return hook.got
 
 
-def _model():
+def _build():
     model = keras.Sequential(
         [
             keras.Input((1,)),
@@ -88,6 +89,13 @@ def _model():
     )
     model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", metrics=["mae"])
     return model
+
+
+def _model():
+    """:func:`_build`'s model (its weights set by constant initializers) from a module pool
+    (``tests/reused_models.py``): reset to its built state, its traced ``train_function`` kept
+    across the tests, instead of a build and a trace per test."""
+    return reused_models.reused(("batch values",), 0, _build)
 
 
 def _bridged(data, epochs, make_hook, **fit_kw):

@@ -239,8 +239,18 @@ def run_loop(callbacks, *, train, epochs, val=None, with_mae=False, compiled=Fal
     return task, loop, [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize("with_mae", [False, True], ids=["loss", "loss+metric"])
-@pytest.mark.parametrize("validate", [False, True], ids=["train", "validation"])
+#: CI runs the diagonal (training alone with the loss alone, validation with the metric too:
+#: each value of each argument once); deep runs the other two pairs.
+@pytest.mark.parametrize(
+    "validate, with_mae",
+    [
+        (False, False),
+        (True, True),
+        pytest.param(False, True, marks=pytest.mark.deep),
+        pytest.param(True, False, marks=pytest.mark.deep),
+    ],
+    ids=["train-loss", "validation-loss+metric", "train-loss+metric", "validation-loss"],
+)
 def test_events_and_logs_match_fit(validate, with_mae):
     val = data(6, 4, seed=1) if validate else None
     native, looped = Recorder(), Recorder()
@@ -625,9 +635,12 @@ def test_backup_and_restore_resumes_where_fit_resumes(tmp_path, save_freq):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-@pytest.mark.parametrize("validation_freq", [[2], 2, [1, 3], (3,)], ids=str)
+@pytest.mark.parametrize(
+    "validation_freq", [pytest.param([2], marks=pytest.mark.deep), 2, [1, 3], (3,)], ids=str
+)
 def test_validation_freq_as_fit(validation_freq):
-    """An int validates every that many epochs, a list after the epochs it names (from 1)."""
+    """An int validates every that many epochs, a list after the epochs it names (from 1). A
+    one-element list in deep only: CI has a list ([1, 3]) and a one-element tuple."""
     val = data(6, 4, seed=1)
     native, looped = Recorder(), Recorder()
     fit_freq = list(validation_freq) if isinstance(validation_freq, tuple) else validation_freq

@@ -281,7 +281,7 @@ def test_hooks_feed_conflicts():
     with pytest.raises(RuntimeError) as native_error:
         monitored(make("native"), steps=2)
     callback = hookbridge.HookCallback(make("bridged"))
-    model = make_model()
+    model = make_model(reuse=True)
     with pytest.raises(RuntimeError) as bridged_error:
         fit(callback, steps=2, model=model)
     message = str(native_error.value)
@@ -370,7 +370,12 @@ def test_num_steps(tmp_path):
 # -- MonitoredSessionTest: errors from hooks -----------------------------------------------------
 @pytest.mark.parametrize(
     "error",
-    [tf.errors.AbortedError(None, None, "Abort"), tf.errors.UnavailableError(None, None, "x")],
+    [
+        tf.errors.AbortedError(None, None, "Abort"),
+        # deep only: the bridge recovers both errors through one tuple, and
+        # tests/test_hook_callback_session.py retries after an UnavailableError in CI
+        pytest.param(tf.errors.UnavailableError(None, None, "x"), marks=pytest.mark.deep),
+    ],
     ids=["aborted", "unavailable"],
 )
 def test_retry_on_aborted_error(error):
@@ -469,7 +474,7 @@ def test_regular_exception_pass_through_run(where):
     4th train op (Keras step) do not run: step 3. Also raised in after_run (not in TF's test):
     the step has run (4) and the hooks before the raising one got their after_run."""
     traces = {}
-    model = make_model()
+    model = make_model(reuse=True)
     for world in ("native", "bridged"):
         traces[world] = trace = []
         error = RuntimeError("regular exception")

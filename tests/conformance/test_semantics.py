@@ -106,8 +106,16 @@ def test_end_of_input_global_step_at_end():
     assert run_hook_callback(s) == run_session(s)
 
 
-@pytest.mark.parametrize("where", ["before_run", "after_run"])
-@pytest.mark.parametrize("kind", ["out_of_range", "stop_iteration"])
+#: CI runs the diagonal (each kind, each place once); deep runs the other two pairs.
+@pytest.mark.parametrize(
+    "kind, where",
+    [
+        ("out_of_range", "before_run"),
+        ("stop_iteration", "after_run"),
+        pytest.param("out_of_range", "after_run", marks=pytest.mark.deep),
+        pytest.param("stop_iteration", "before_run", marks=pytest.mark.deep),
+    ],
+)
 def test_hook_raising_end_of_input_still_gets_end(kind, where):
     s = HookScenario(
         epochs=1,

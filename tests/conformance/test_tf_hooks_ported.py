@@ -70,6 +70,12 @@ def loop_fit(model, x, y, callbacks, per_call=1):
 
 #: the bridged side of a test: the hooks under HookCallback in fit, and in a custom loop
 WORLDS = pytest.mark.parametrize("loop", [False, True], ids=["fit", "loop"])
+#: the same, the custom loop in deep only: for a CheckpointSaverHook scenario whose custom-loop
+#: run CI proves elsewhere (test_save_steps_saves_periodically here; test_tf_basic_hooks_ported's
+#: test_save_secs_calls_listeners_periodically and test_multi_step_save_steps_saves_periodically)
+FIT_WORLD = pytest.mark.parametrize(
+    "loop", [False, pytest.param(True, marks=pytest.mark.deep)], ids=["fit", "loop"]
+)
 
 
 def iterations(model):
@@ -108,7 +114,7 @@ def native_graph():
 
 
 # -- CheckpointSaverHookTest --------------------------------------------------------------------
-@WORLDS
+@FIT_WORLD
 def test_listener_with_monitored_session(tmp_path, loop):
     """CheckpointSaverHookTest.test_listener_with_monitored_session: a Scaffold shared by the
     session and ``CheckpointSaverHook(save_steps=1, scaffold=scaffold)``; two steps."""
@@ -173,7 +179,7 @@ def test_save_steps_saves_periodically(tmp_path, loop):
     assert saved.steps == native == [0, 2, 2, 4, 4]
 
 
-@WORLDS
+@FIT_WORLD
 def test_save_checkpoint_before_first_train_step(tmp_path, loop):
     """CheckpointSaverHookTest.test_save_checkpoint_before_first_train_step: step 0 is saved by
     after_create_session, none after one step, step 2 after two."""

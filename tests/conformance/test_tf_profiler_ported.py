@@ -45,7 +45,7 @@ def bridged(make_hooks, runs, before=_nothing, **kwargs):
     model = fit(
         hookbridge.HookCallback(make_hooks, **kwargs),
         steps=runs,
-        model=make_model(),
+        model=make_model(reuse=True),
         extra=[EachRun(before)],
     )
     return iterations(model)

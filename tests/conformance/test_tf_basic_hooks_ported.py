@@ -97,7 +97,7 @@ def run_in(world):
 
 
 #: For a test whose hook another CI test already runs in a custom loop (each hook class keeps
-#: at least one all-worlds test in CI: LoggingTensorHook test_print_every_n_steps, StepCounterHook
+#: at least one all-worlds test in CI: LoggingTensorHook test_print_every_n_secs, StepCounterHook
 #: test_steps_per_run_less_than_every_n_steps, SummarySaverHook test_summary_of_the_loss,
 #: CheckpointSaverHook test_save_secs_calls_listeners_periodically and
 #: test_listener_stops_training_in_after_save, StopAtStepHook and FinalOpsHook all theirs,
@@ -249,8 +249,9 @@ def _every_n_steps(at_end):
 AT_END = [pytest.param(False, marks=pytest.mark.deep), True]
 
 
+@BRIDGED_WORLD
 @pytest.mark.parametrize("at_end", AT_END)
-def test_print_every_n_steps(log, clock, at_end):
+def test_print_every_n_steps(log, clock, at_end, world):
     """LoggingTensorHookTest.test_print_every_n_steps(_and_end): ``every_n_iter=10`` logs at
     runs 1, 11, 21, 31 (not 32), and at end only with ``at_end``; twice, the same hook reused
     (TF: a new hook in the same session). TF does not patch the time here; the clock is set to
@@ -260,9 +261,9 @@ def test_print_every_n_steps(log, clock, at_end):
         train.LoggingTensorHook(tensors=["foo:0", STEP], every_n_iter=10, at_end=at_end),
     ]
     offsets = {r: float(r) for r in range(1, 33)}
-    logs = logged_twice(log, clock, hooks, 32, offsets)
+    logs = logged_twice(log, clock, hooks, 32, offsets, worlds=[world])
     expected = _every_n_steps(at_end)
-    assert logs["b"] == logs["n"] == logs["l"] == [expected, expected]
+    assert logs[world] == logs["n"] == [expected, expected]
 
 
 @BRIDGED_WORLD
@@ -283,9 +284,8 @@ def test_print_first_step(log, clock, world):
     assert "sec" not in native_logs[0][1]
 
 
-@BRIDGED_WORLD
 @pytest.mark.parametrize("at_end", AT_END)
-def test_print_every_n_secs(log, clock, at_end, world):
+def test_print_every_n_secs(log, clock, at_end):
     """LoggingTensorHookTest.test_print_every_n_secs(_and_end): ``every_n_secs=1.0``; logs at
     run 1, not at run 2, then the clock advances 1 s and run 3 logs; at end only with
     ``at_end``. Twice, the same hook reused."""
@@ -293,11 +293,11 @@ def test_print_every_n_secs(log, clock, at_end, world):
         Foo(),
         train.LoggingTensorHook(tensors=["foo:0", STEP], every_n_secs=1.0, at_end=at_end),
     ]
-    logs = logged_twice(log, clock, hooks, 3, {1: 0.0, 2: 0.0, 3: 1.0}, worlds=[world])
+    logs = logged_twice(log, clock, hooks, 3, {1: 0.0, 2: 0.0, 3: 1.0})
     expected = [(1, f"foo:0 = 42.0, {STEP} = 0"), (3, f"foo:0 = 42.0, {STEP} = 2 (1.000 sec)")]
     if at_end:
         expected.append(("end", f"foo:0 = 42.0, {STEP} = 3 (0.000 sec)"))
-    assert logs[world] == logs["n"] == [expected, expected]
+    assert logs["b"] == logs["n"] == logs["l"] == [expected, expected]
 
 
 @BRIDGED_WORLD

@@ -131,6 +131,8 @@ def test_raise_in_secs_and_steps(tmp_path, kwargs, message):
         bridged(profiler(tmp_path / "b", **kwargs), 1)
 
 
+@pytest.mark.deep  # CI: test_save_secs_saves_periodically (nothing saved at run 1), and
+# test_save_steps_does_not_save_in_first_step (no profile of the Keras step without a trace)
 def test_save_secs_does_not_save_in_first_step(tmp_path):
     """ProfilerHookTest.test_save_secs_does_not_save_in_first_step: ``save_secs=2``, one run:
     no timeline (and, bridged, no profile of the Keras step: nothing asked for a trace)."""
@@ -259,7 +261,12 @@ def test_user_hook_run_options_describe_a_real_run(fetches):
     assert [describes(m) for m in bridged_md] == [(True, True)] * 2
 
 
-@pytest.mark.parametrize("fetches", ["loss:0", None], ids=["loss", "nothing"])
+@pytest.mark.parametrize(
+    "fetches",
+    # a fetch in deep only: without RunOptions nothing is traced, whatever the hook fetches
+    [pytest.param("loss:0", marks=pytest.mark.deep), None],
+    ids=["loss", "nothing"],
+)
 def test_user_hook_without_run_options_gets_empty_run_metadata(fetches):
     """A hook passing no ``RunOptions``: every ``run_values.run_metadata`` is empty (ByteSize 0),
     natively and bridged."""

@@ -70,9 +70,11 @@ def loop_fit(model, x, y, callbacks, per_call=1):
 
 #: the bridged side of a test: the hooks under HookCallback in fit, and in a custom loop
 WORLDS = pytest.mark.parametrize("loop", [False, True], ids=["fit", "loop"])
-#: the same, the custom loop in deep only: for a CheckpointSaverHook scenario whose custom-loop
-#: run CI proves elsewhere (test_save_steps_saves_periodically here; test_tf_basic_hooks_ported's
-#: test_save_secs_calls_listeners_periodically and test_multi_step_save_steps_saves_periodically)
+#: the same, the custom loop in deep only: for a scenario whose hook CI runs in a custom loop
+#: elsewhere (CheckpointSaverHook: test_save_steps_saves_periodically here,
+#: test_tf_basic_hooks_ported's test_save_secs_calls_listeners_periodically and
+#: test_multi_step_save_steps_saves_periodically; StopAtStepHook: test_tf_basic_hooks_ported's
+#: test_stop_based_on_num_step, both variants)
 FIT_WORLD = pytest.mark.parametrize(
     "loop", [False, pytest.param(True, marks=pytest.mark.deep)], ids=["fit", "loop"]
 )
@@ -210,7 +212,7 @@ class SetIterations(keras.callbacks.Callback):
             self.model.optimizer.iterations.assign(self.values[batch])
 
 
-@WORLDS
+@FIT_WORLD
 def test_stop_based_on_last_step(loop):
     """StopAtStepTest.test_stop_based_on_last_step: ``StopAtStepHook(last_step=10)`` while the
     global step is assigned from outside (5, then 8). TF's test runs a no-op; here (and in the

@@ -394,7 +394,7 @@ def test_misuse_gets_clear_errors():
                 loop.step_end({"loss": x})
 
 
-@pytest.mark.parametrize("n_samples", [40, 36], ids=["full-executions", "partial-last"])
+@pytest.mark.parametrize("n_samples", [40, 36], ids=["partial-last", "full-executions"])
 def test_steps_per_execution(n_samples):
     """Three steps per call, as ``compile(steps_per_execution=3)``: one begin and end per call
     (the end's index as each stack reports it, also for a partial last call), the epoch values

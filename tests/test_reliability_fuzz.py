@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import make_data, make_model
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hookbridge
@@ -32,6 +32,12 @@ junk = st.one_of(
     st.builds(lambda: np.zeros(2)),
 )
 identifiers = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
+
+
+#: The tests that run a fit (or a MonitoredSession) per example draw this many in CI, beside an
+#: ``@example`` of every kind of value their strategy can draw (each kind takes a different path
+#: into the message); the deep profile keeps its full count. The calls cost ~0.33 s an example.
+_FEW = settings(max_examples=min(settings.default.max_examples, 5))
 
 
 def _names(obj, message):
@@ -67,7 +73,19 @@ def test_hook_callback_rejects_non_hook_lists(bad):
         assert _names(bad, str(info.value))
 
 
+@_FEW
 @given(bad=st.one_of(junk, st.lists(junk, min_size=1, max_size=2)))
+@example(bad=None)
+@example(bad=1)
+@example(bad=float("nan"))
+@example(bad="x")
+@example(bad=b"\x00")
+@example(bad={"a": 1})
+@example(bad=object())
+@example(bad=keras.callbacks.History)
+@example(bad=np.zeros(2))
+@example(bad=[1])
+@example(bad=[None, "x"])
 def test_hooks_callable_returning_junk_is_refused_before_any_hook_runs(bad):
     with tempfile.TemporaryDirectory() as d:
         cb = hookbridge.HookCallback(
@@ -92,7 +110,19 @@ class Returns(tf.compat.v1.train.SessionRunHook):
         return self.value
 
 
+@_FEW
 @given(bad=st.one_of(junk.filter(lambda v: v is not None), st.just("loss:0"), st.just(["loss"])))
+@example(bad=1)
+@example(bad=0.5)
+@example(bad=float("nan"))
+@example(bad="x")
+@example(bad=b"\x00")
+@example(bad={"a": 1})
+@example(bad=object())
+@example(bad=keras.callbacks.History)
+@example(bad=np.zeros(2))
+@example(bad="loss:0")
+@example(bad=["loss"])
 def test_before_run_returning_non_session_run_args(bad):
     cb = hookbridge.HookCallback([Returns(bad)])
     with pytest.raises(TypeError, match=r"Returns\.before_run returned .*SessionRunArgs") as info:
@@ -112,7 +142,15 @@ fetch_junk = st.one_of(
 )
 
 
+@_FEW
 @given(bad=fetch_junk)
+@example(bad=1)
+@example(bad=0.5)
+@example(bad=object())
+@example(bad=b"\x01")
+@example(bad="nope_a:0")
+@example(bad={"k": "nope_a"})
+@example(bad=[None])
 def test_before_run_fetching_junk(bad):
     cb = hookbridge.HookCallback([Returns(tf.compat.v1.train.SessionRunArgs(bad))])
     with pytest.raises((TypeError, ValueError, KeyError)) as info:
@@ -198,7 +236,12 @@ def test_callback_hook_bad_log_values_fail_in_begin_before_any_callback(key, val
         assert _files(d) == []  # the session never started: no callback ran
 
 
+@_FEW
 @given(attr=identifiers)
+@example(attr="zz")  # unknown to the model and to the optimizer
+@example(attr="optimizer")  # a model attribute Keras has
+@example(attr="layers")
+@example(attr="stop_training")
 def test_callback_reading_an_odd_model_attribute_is_named(attr):
     seen = {}
 

@@ -102,3 +102,53 @@ def test_a_training_hooks_reads_after_the_train_op_see_the_step_before_it(tmp_pa
     hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
     model.fit(_dataset(), epochs=1, verbose=0)
     _check(LOG, reference)
+
+
+def _unnamed_model_fn(features, labels, mode, params):
+    """The hook's tensors made by unnamed ``tf.identity`` calls: their automatic names
+    (``Identity``, ``Identity_1``) depend on the ops made before the ``model_fn`` ran, which
+    differ between the Estimator's graph, fit's step and the hooks' own trace."""
+    spec = _mnist().model_fn(features, labels, mode, {**params, "log": False})
+    if mode != "train":
+        return spec
+    gs = v1.train.get_global_step()
+    kernel = next(v for v in v1.global_variables() if v.name.split(":")[0] == "dense/kernel")
+    tensors = {"step": tf.identity(tf.cast(gs, tf.float32)), "norm": tf.identity(tf.norm(kernel))}
+
+    def formatter(values):
+        LOG.append({k: float(v) for k, v in values.items()})
+        return ""
+
+    hook = v1.train.LoggingTensorHook(tensors, every_n_iter=1, formatter=formatter)
+    return compat.EstimatorSpec(mode, loss=spec.loss, train_op=spec.train_op, training_hooks=[hook])
+
+
+def test_a_hook_reads_the_tensor_objects_it_was_given_whatever_their_automatic_names(tmp_path):
+    # fit's step and the hooks' trace name these two Identity_1/Identity_2 and Identity/Identity_1:
+    # keyed by name, the hook asked for a tensor no log held (or, shifted, read another one).
+    mnist = _mnist()
+    reference = [{"step": r["step"], "norm": r["norm"]} for r in NATIVE]
+    if compat.NATIVE:
+        LOG.clear()
+        model_dir = tmp_path / "native"
+        shutil.copytree(HERE / "mnist" / "model_dir", model_dir)
+        session = v1.ConfigProto(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1)
+        config = v1.estimator.RunConfig(
+            model_dir=str(model_dir), tf_random_seed=12, session_config=session
+        )
+        estimator = v1.estimator.Estimator(
+            _unnamed_model_fn, params=dict(mnist.PARAMS), config=config
+        )
+        estimator.train(_dataset, steps=STEPS)
+        assert [r["step"] for r in LOG] == [30, 31, 32]
+        reference = list(LOG)
+    LOG.clear()
+    rows = mnist.rows(0, mnist.BATCH)
+    with pytest.warns(UserWarning, match="local variables"):
+        model = hookbridge.model_fn_model(
+            _unnamed_model_fn, params=dict(mnist.PARAMS), features=rows[0], labels=rows[1]
+        )
+    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    model.fit(_dataset(), epochs=1, verbose=0)
+    assert [r["step"] for r in LOG] == [r["step"] for r in reference]
+    np.testing.assert_allclose([r["norm"] for r in LOG], [r["norm"] for r in reference], rtol=2e-5)

@@ -33,6 +33,7 @@ from hookbridge._migrate.model_fn.spec import (
     call_model_fn,
     hook_callback,
     hook_fetches,
+    op_names,
     quiet_batch_logs,
     refuse_host_call,
     refuse_scaffold,
@@ -139,6 +140,7 @@ class ModelFnModel(keras.Model):
         object.__setattr__(self, "_mfn_hooked_predicts", {})  # by log keys (prediction.py)
         #: Per mode, the log keys of the tensors its spec's hooks name (model_fn/spec.py).
         self._mfn_hook_keys: dict[str, list[str]] = {}
+        object.__setattr__(self, "_mfn_op_names", {})  # per mode: the model_fn's (name, type)s
         # Not an attribute Keras tracks: tf_keras would count its total/count among the weights.
         object.__setattr__(self, "_mfn_loss", keras.metrics.Mean(name="loss"))
 
@@ -186,8 +188,10 @@ class ModelFnModel(keras.Model):
                 self._mfn_host.found = (host[0], graph, first)
             refuse_scaffold(self._mfn_owner, mode, getattr(spec, "scaffold", None))
             hooks = spec_hooks(spec, mode)
+            # the first trace of a mode names the log keys (hook_fetches: by op position)
+            made = (first, self._mfn_op_names.setdefault(mode, op_names(graph, first)))
             try:
-                extras = hook_fetches(self._mfn_owner, mode, hooks, graph)
+                extras = hook_fetches(self._mfn_owner, mode, hooks, graph, made)
             except ValueError as error:
                 if mode != PREDICT:
                     raise
@@ -196,7 +200,9 @@ class ModelFnModel(keras.Model):
                 extras = {}
             if mode == PREDICT:
                 self._mfn_has_hooks[PREDICT] = bool(hooks)
-                extras.update(hook_fetches(self._mfn_owner, mode, self._mfn_caller_hooks, graph))
+                extras.update(
+                    hook_fetches(self._mfn_owner, mode, self._mfn_caller_hooks, graph, made)
+                )
                 self._mfn_hook_arrays.update(hook_arrays(extras))
             fetches = [spec.predictions] if mode == PREDICT else [spec.loss, spec.train_op]
             # LOCAL variables (streaming metrics) no checkpoint holds and no loss reads: their

@@ -126,38 +126,87 @@ def quiet_batch_logs(keys: Sequence[str]) -> Iterator[None]:
         yield
 
 
-def hook_fetches(owner: str, mode: str, hooks: Sequence[Any], graph: tf.Graph) -> dict[str, Any]:
+def op_names(graph: tf.Graph, first: int) -> list[tuple[str, str]]:
+    """(name, type) of each op the ``model_fn`` made in ``graph`` (those from index ``first``),
+    without placeholders: a ``tf.function`` graph adds one where the ``model_fn`` first reads a
+    tensor from outside, which an earlier trace may have captured before the ``model_fn`` ran."""
+    return [(op.name, op.type) for op in _made(graph.get_operations()[first:])]
+
+
+def _made(ops: Sequence[Any]) -> list[Any]:
+    return [op for op in ops if op.type != "Placeholder"]
+
+
+def hook_fetches(
+    owner: str,
+    mode: str,
+    hooks: Sequence[Any],
+    graph: tf.Graph,
+    made: tuple[int, list[tuple[str, str]]] | None = None,
+) -> dict[str, Any]:
     """The tensors of ``graph`` that ``hooks`` name, by log key; tensor objects in the hooks'
     attributes are replaced by their names.
+
+    Each trace of the ``model_fn`` (the step's, the hooks' own) builds its ops in another
+    ``tf.function`` graph, where an automatic name (``tf.identity(x)``: ``Identity_1``) depends
+    on the ops made before the ``model_fn`` ran. A tensor is therefore keyed by the name the
+    op at its position among the ``model_fn``'s ops has in the trace the keys come from
+    (``made``), never by its name in this graph.
 
     Args:
         owner: how errors name the model.
         mode: the ``ModeKeys`` value the hooks come from (for errors).
         hooks: the spec's hooks of that mode.
         graph: the ``model_fn``'s graph.
+        made: ``(first, op_names)``: the index of the ``model_fn``'s first op in ``graph`` and
+            the (name, type) of the ops it made in the trace whose names are the log keys.
 
     Returns:
-        ``{log key: tensor}`` (the key is the tensor's op name): a scalar as float32; in
-        PREDICT mode a non-scalar tensor as it is.
+        ``{log key: tensor}`` (the key is the tensor's op name in that trace): a scalar as
+        float32; in PREDICT mode a non-scalar tensor as it is.
 
     Raises:
         ValueError: a hook names a tensor that is not an op's first output, or outside PREDICT
-            mode one that is not a scalar.
+            mode one that is not a scalar; or the ``model_fn`` built another graph in this
+            trace, or a hook names by string an op whose automatic name is another op's there.
     """
     found: dict[str, Any] = {}
     changed = [False]
+    first, names = made if made is not None else (len(graph.get_operations()), [])
+    ours = _made(graph.get_operations()[first:])
+    position = {op: i for i, op in enumerate(ours)}
+
+    def key_of(hook: Any, op: Any, said: str | None = None) -> str:
+        if op not in position:
+            return op.name  # not the model_fn's op (or no other trace): its own name
+        index = position[op]
+        if len(ours) != len(names) or names[index][1] != op.type:
+            raise ValueError(
+                f"{owner}: the {mode} hook {type(hook).__name__} names {op.name!r}, but the "
+                "model_fn built other ops in another trace of the same mode, so which tensor "
+                "it is there is unknown. Build the same graph on every call, or name the "
+                "tensor (tf.identity(x, name=...))."
+            )
+        if said is not None and names[index][0] != op.name:
+            raise ValueError(
+                f"{owner}: the {mode} hook {type(hook).__name__} names {said!r}, an automatic "
+                f"name that the op made at the same place has as {names[index][0]!r} in the "
+                "step's graph (automatic names depend on the ops made before). Name the "
+                "tensor in the model_fn (tf.identity(x, name=...)) and hook that name."
+            )
+        return names[index][0]
 
     def visit(hook: Any, value: Any) -> Any:
         if isinstance(value, str):
             tensor = _tensor_named(graph, value)
             if tensor is not None:
-                _add(owner, mode, hook, tensor, found)
+                _add(owner, mode, hook, tensor, found, key_of(hook, tensor.op, value))
             return value
         if isinstance(value, (tf.Tensor, tf.Operation)) and value.graph is graph:
             changed[0] = True
             if isinstance(value, tf.Operation):
-                return value.name
-            return _add(owner, mode, hook, value, found)
+                return key_of(hook, value)
+            return _add(owner, mode, hook, value, found, key_of(hook, value.op))
         return value
 
     for hook in hooks:
@@ -184,8 +233,7 @@ def _tensor_named(graph: tf.Graph, name: str) -> Any:
     return element
 
 
-def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any]) -> str:
-    key = tensor.op.name
+def _add(owner: str, mode: str, hook: Any, tensor: Any, found: dict[str, Any], key: str) -> str:
     if key in _BRIDGE_KEYS:
         return f"{key}:0"
     scalar = tensor.shape.is_compatible_with([])

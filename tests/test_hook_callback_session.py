@@ -385,12 +385,7 @@ class RaiseOnce(train.SessionRunHook):
 
 @pytest.mark.parametrize(
     "error",
-    [
-        tf.errors.AbortedError(None, None, "Abort"),
-        # The bridge catches both through one tuple (run.PREEMPTION_ERRORS), as MonitoredSession's
-        # _RecoverableSession does: the second kind is a variant, run in the deep profile.
-        pytest.param(tf.errors.UnavailableError(None, None, "x"), marks=pytest.mark.deep),
-    ],
+    [tf.errors.AbortedError(None, None, "Abort"), tf.errors.UnavailableError(None, None, "x")],
 )
 def test_preemption_in_before_run_recreates_the_session_and_retries(tmp_path, error):
     """As MonitoredSession: a new session, every after_create_session again (begin not), the

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 from conftest import step_reads
 
@@ -27,13 +28,25 @@ Y = (np.arange(8) % 2).reshape(8, 1).astype("float32")
 
 
 def native_model(metrics=(), optimizer=None):
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
-    model.compile(
-        optimizer=optimizer or keras.optimizers.SGD(0.1),
-        loss="binary_crossentropy",
-        metrics=list(metrics),
-    )
-    return model
+    """The native oracle's model. With no metrics and the default SGD(0.1): one compiled model
+    reused across this module's tests, reset to its built state (``tests/reused_models.py``:
+    its traced ``train_function`` kept); a rate a callback assigned is reset with it."""
+
+    def build():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")]
+        )
+        model.compile(
+            optimizer=optimizer or keras.optimizers.SGD(0.1),
+            loss="binary_crossentropy",
+            metrics=list(metrics),
+        )
+        return model
+
+    if metrics or optimizer is not None:
+        return build()
+    return reused_models.reused(("conformance callbacks_model sgd0.1",), 0, build)
 
 
 def native_fit(callbacks, *, epochs=2, metrics=(), optimizer=None, validation=False):

@@ -39,6 +39,29 @@ identifiers = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 #: into the message); the deep profile keeps its full count. The calls cost ~0.33 s an example.
 _FEW = settings(max_examples=min(settings.default.max_examples, 5))
 
+#: One value of each kind ``junk`` draws but None: the ``@example``s those tests pin.
+_JUNK_KINDS = (
+    1,
+    float("nan"),
+    "x",
+    b"\x00",
+    {"a": 1},
+    object(),
+    keras.callbacks.History,
+    np.zeros(2),
+)
+
+
+def _pinned(*values):
+    """``@example(bad=value)`` for each of ``values``."""
+
+    def pin(test):
+        for value in values:
+            test = example(bad=value)(test)
+        return test
+
+    return pin
+
 
 def _names(obj, message):
     """Whether ``message`` names ``obj`` (its repr, as the messages print it)."""
@@ -75,17 +98,7 @@ def test_hook_callback_rejects_non_hook_lists(bad):
 
 @_FEW
 @given(bad=st.one_of(junk, st.lists(junk, min_size=1, max_size=2)))
-@example(bad=None)
-@example(bad=1)
-@example(bad=float("nan"))
-@example(bad="x")
-@example(bad=b"\x00")
-@example(bad={"a": 1})
-@example(bad=object())
-@example(bad=keras.callbacks.History)
-@example(bad=np.zeros(2))
-@example(bad=[1])
-@example(bad=[None, "x"])
+@_pinned(None, *_JUNK_KINDS, [1], [None, "x"])
 def test_hooks_callable_returning_junk_is_refused_before_any_hook_runs(bad):
     with tempfile.TemporaryDirectory() as d:
         cb = hookbridge.HookCallback(
@@ -112,17 +125,7 @@ class Returns(tf.compat.v1.train.SessionRunHook):
 
 @_FEW
 @given(bad=st.one_of(junk.filter(lambda v: v is not None), st.just("loss:0"), st.just(["loss"])))
-@example(bad=1)
-@example(bad=0.5)
-@example(bad=float("nan"))
-@example(bad="x")
-@example(bad=b"\x00")
-@example(bad={"a": 1})
-@example(bad=object())
-@example(bad=keras.callbacks.History)
-@example(bad=np.zeros(2))
-@example(bad="loss:0")
-@example(bad=["loss"])
+@_pinned(*_JUNK_KINDS, 0.5, "loss:0", ["loss"])
 def test_before_run_returning_non_session_run_args(bad):
     cb = hookbridge.HookCallback([Returns(bad)])
     with pytest.raises(TypeError, match=r"Returns\.before_run returned .*SessionRunArgs") as info:

@@ -296,7 +296,11 @@ def test_a_metric_that_is_not_a_mean_holds_keras_value_and_warns():
         ]
     )
     model.compile(
-        optimizer=keras.optimizers.SGD(LR), loss="mse", metrics=["mae", keras.metrics.AUC()]
+        optimizer=keras.optimizers.SGD(LR),
+        loss="mse",
+        # Named: Keras 3 names a second unnamed AUC in one process "auc_1" (the last CI run drew
+        # another file's AUC into the same xdist worker first), and the hook fetches "auc:0".
+        metrics=["mae", keras.metrics.AUC(name="auc")],
     )
     logged = []
 

@@ -1,4 +1,5 @@
-"""Loading a fixture directory's generator script as a module of its own name.
+"""Loading a fixture directory's generator script as a module of its own name; a rerun of a
+keras3-written fixture checked against its record.
 
 Several fixture directories hold a ``make_fixture.py``; imported as ``make_fixture`` through
 ``sys.path`` they are one module to Python, and whichever test file imports first wins for the
@@ -12,6 +13,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+import tensorflow as tf
+
 
 def fixture_script(directory: Path, script: str = "make_fixture") -> ModuleType:
     """``directory/script.py`` as the module ``<directory name>_<script>``, loaded once."""
@@ -22,3 +26,38 @@ def fixture_script(directory: Path, script: str = "make_fixture") -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def assert_rerun_as_recorded(
+    made: dict, recorded: dict, written: Path, fixture: Path, runs
+) -> None:
+    """A keras3 fixture rerun: the same files and variables, each loss run as recorded and every
+    tensor as recorded, within what another CPU gives (not bit for bit).
+
+    TF 2.21's kernels round differently from one CPU to another (TF 2.15's reproduce its records
+    bit for bit): on an AMD EPYC machine the census rerun's 300 -> 360 losses were 5.8e-6 from
+    the record, its in-memory 360 -> 420 losses 9e-5 (60 steps amplify a rounding), its step-360
+    checkpoint 7.2e-7 of each tensor's largest value. A stale fixture (code that writes something
+    else) moves these by orders of magnitude more: the first 8 losses are held to rtol 2e-5 (the
+    issue's), every loss to 1e-3, every tensor to 1e-5 of its largest value (1e-9 at least: a
+    tensor that is rounding noise, such as Adam's moment of a bias with a zero gradient)."""
+    for run in runs:
+        got, want = np.asarray(made[run], np.float64), np.asarray(recorded[run], np.float64)
+        assert got.shape == want.shape, run
+        np.testing.assert_allclose(got[:8], want[:8], rtol=2e-5, err_msg=run)
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=0, err_msg=run)
+    assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in fixture.iterdir())
+    mine, theirs = (tf.train.load_checkpoint(str(d)) for d in (written, fixture))
+    shapes = theirs.get_variable_to_shape_map()
+    assert mine.get_variable_to_shape_map() == shapes
+    far = {}
+    for name in shapes:
+        a, b = mine.get_tensor(name), theirs.get_tensor(name)
+        if a.dtype.kind not in "fc":
+            if not np.array_equal(a, b):
+                far[name] = "differs"
+            continue
+        scale = max(float(np.abs(b).max(initial=0.0)) * 1e-5, 1e-9)
+        if float(np.abs(a.astype(np.float64) - b).max(initial=0.0)) > scale:
+            far[name] = float(np.abs(a.astype(np.float64) - b).max())
+    assert far == {}

@@ -53,6 +53,11 @@ CASES = sorted(make_fixture.CASES)
 DATA = dict(np.load(FIXTURES / "data.npz"))
 ON_ESTIMATOR_STACK = importlib.util.find_spec("tensorflow_estimator") is not None
 FIRST_STEPS, FIRST_RTOL, SLOT_RTOL = 8, 2e-5, 1e-2
+#: The least drift held: four float32 roundings of the loss (4.8e-7 relative). A loss is a float32;
+#: below a few units in its last place the Estimator's measured drift is luck, not an envelope
+#: (linear_v1's perturbed runs moved 1.8e-7 over 16 steps, 1.5 ulp; on an AMD EPYC machine TF
+#: 2.21's kernels put the twin 2.2e-7 from the recorded Estimator at step 14, 2 ulp).
+DRIFT_FLOOR = 4 * float(np.finfo(np.float32).eps)
 BACK_STEPS = 8
 
 
@@ -143,9 +148,11 @@ def test_the_twin_predicts_the_estimators_logits_at_the_switch(run):
 
 def assert_follows(losses, native, drift) -> None:
     """The first 8 losses within rtol 2e-5, every one within the Estimator's own drift (the
-    largest relative loss deviation its perturbed runs show against it)."""
+    largest relative loss deviation its perturbed runs show against it, at least
+    ``DRIFT_FLOOR``)."""
     assert len(losses) == len(native)
     np.testing.assert_allclose(losses[:FIRST_STEPS], native[:FIRST_STEPS], rtol=FIRST_RTOL)
+    drift = max(drift, DRIFT_FLOOR)
     np.testing.assert_allclose(losses, native, rtol=drift, atol=0, err_msg="beyond the drift")
 
 

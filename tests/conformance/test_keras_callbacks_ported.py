@@ -309,11 +309,31 @@ def _epoch_only_recorder():
     )
 
 
-@pytest.mark.parametrize(
-    "batch_size",
-    ["input_batch", "input_name", "count_tensor"],
-)
-@pytest.mark.parametrize("listener", ["batch_and_epoch", "epoch_only"])
+def _means_variants():
+    """(listener, batch_size) pairs: every way of giving the batch size resolves to one weight
+    tensor (logs.resolve_batch_size: a batch tensor, found by itself or by its name, gives an
+    int64 ``tf.shape(...)[0]``; a count tensor is itself, int32 here), which the sums then use,
+    kept in the graph (epoch_only) or in Python (batch_and_epoch). CI runs each weight tensor
+    in the graph's sums (where its dtype meets the graph's ops), the name resolution once, and
+    the Python sums once; the other three pairs (the same resolution, the other sums) are deep."""
+    in_ci = {
+        ("epoch_only", "input_batch"),
+        ("epoch_only", "count_tensor"),
+        ("batch_and_epoch", "input_name"),
+    }
+    return [
+        pytest.param(
+            listener,
+            batch_size,
+            id=f"{listener}-{batch_size}",
+            marks=() if (listener, batch_size) in in_ci else pytest.mark.deep,
+        )
+        for listener in ("batch_and_epoch", "epoch_only")
+        for batch_size in ("input_batch", "input_name", "count_tensor")
+    ]
+
+
+@pytest.mark.parametrize(("listener", "batch_size"), _means_variants())
 def test_means_weighted_by_batch_size_as_keras(batch_size, listener):
     """``Dataset.range(10).batch(4)``, loss ``x**2``: Keras reports 28.5 (each batch weighted by
     its sample count), on every stack; so must CallbackHook, for each way of giving the batch
@@ -576,7 +596,12 @@ def _history(callbacks) -> tuple:
     return history.epoch, {k: [round(float(v), 6) for v in vs] for k, vs in history.history.items()}
 
 
-@pytest.mark.parametrize("patience", [0, 1, 2, 3])
+# EarlyStopping's own wait count on the same epoch logs: CI runs 0 (Keras's max(patience, 1)
+# special case) and 2; 1 and 3 (the same stop, one epoch earlier or later) are deep.
+@pytest.mark.parametrize(
+    "patience",
+    [0, pytest.param(1, marks=pytest.mark.deep), 2, pytest.param(3, marks=pytest.mark.deep)],
+)
 def test_early_stopping_patience(patience):
     """early_stopping_test.py ``test_early_stopping_patience``: losses 10, 9, 8, 9, 8.9, ...
     stop at epoch ``max(patience, 1) + 2``."""
@@ -603,7 +628,8 @@ def test_early_stopping_patience(patience):
     [
         {"baseline": 8.5, "patience": 3},
         {"start_from_epoch": 2, "patience": 3},
-        {"start_from_epoch": 2, "patience": 0},
+        # deep: start_from_epoch's wait with another patience (EarlyStopping's own count)
+        pytest.param({"start_from_epoch": 2, "patience": 0}, marks=pytest.mark.deep),
     ],
     ids=["baseline", "start_from_epoch", "start_from_epoch_patience_0"],
 )
@@ -678,10 +704,10 @@ def test_lambda_callback_in_fit_and_predict():
             on_predict_begin=note("on_predict_begin"),
         )
 
-    x = np.arange(16)
-    native_fit([make("native")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
-    bridged_fit([make("bridged")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
-    loop_fit([make("loop")], x, batch_size=4, epochs=5, steps_per_epoch=4, val=[1.0, 2.0])
+    x = np.arange(16)  # 2 epochs (Keras's test: 5): the same calls, 3 epochs fewer
+    native_fit([make("native")], x, batch_size=4, epochs=2, steps_per_epoch=4, val=[1.0, 2.0])
+    bridged_fit([make("bridged")], x, batch_size=4, epochs=2, steps_per_epoch=4, val=[1.0, 2.0])
+    loop_fit([make("loop")], x, batch_size=4, epochs=2, steps_per_epoch=4, val=[1.0, 2.0])
     _identity_model().predict(_data(x), batch_size=4, callbacks=[make("native")], verbose=0)
     graph, batch, _ = _eval_graph(x, 4)
     with graph.as_default():
@@ -691,7 +717,7 @@ def test_lambda_callback_in_fit_and_predict():
     assert calls["loop"] == calls["native"][:-1]  # the loop trains: no predict
     assert calls["native"] == (
         ["on_train_begin"]
-        + ["on_epoch_begin", "on_epoch_end"] * 5
+        + ["on_epoch_begin", "on_epoch_end"] * 2
         + ["on_train_end"]
         + ["on_predict_begin"]
     )
@@ -722,9 +748,13 @@ def test_reduce_lr_on_plateau_cooldown():
     assert _history(runs["loop"][0]) == _history(runs["native"][0])
 
 
+@pytest.mark.deep
 def test_learning_rate_scheduler_in_history():
     """learning_rate_scheduler_test.py ``test_learning_rate_in_history`` (and
-    ``test_updates_learning_rate``): the scheduled rate is set and logged each epoch."""
+    ``test_updates_learning_rate``): the scheduled rate is set and logged each epoch. Deep: CI
+    runs the same on every stack in test_keras_callbacks_ported_more's
+    ``test_learning_rate_scheduler_sets_the_rate[dependent_on_previous_rate]`` (a two-argument
+    schedule over 2 epochs: the rate logged each epoch and left in each side's optimizer)."""
     runs = _fit_both(
         lambda: [
             keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.5 / (epoch + 1)),
@@ -744,9 +774,12 @@ def test_learning_rate_scheduler_in_history():
     assert float(np.asarray(runs["loop"][1].optimizer.learning_rate)) == pytest.approx(0.25)
 
 
+@pytest.mark.deep
 def test_csv_logger_separator_and_append(tmp_path):
     """csv_logger_test.py ``test_CSVLogger``: a tab separator, then ``append=True`` over a second
-    run: the same file as two native ``fit`` calls."""
+    run: the same file as two native ``fit`` calls. Deep: CI runs these two runs (and a third,
+    the append instance reused) in test_keras_callbacks_ported_more's
+    ``test_csv_logger_instance_reused_with_append``, which checks the file's text the same way."""
     texts = {}
     for side, fit in (("native", native_fit), ("bridged", bridged_fit), ("loop", loop_fit)):
         path = str(tmp_path / f"{side}.tsv")

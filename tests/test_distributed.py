@@ -263,7 +263,7 @@ def test_chief_only_hooks_run_first_without_a_multi_worker_strategy(data):
 
     x, y = data
     bridge = hookbridge.HookCallback([Named("user")], chief_only_hooks=lambda: [Named("chief")])
-    make_model().fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[bridge])
+    make_model(reuse=True).fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[bridge])
     assert order == ["chief", "user"]
     assert [h.name for h in bridge.hooks] == ["chief", "user"]
     with pytest.raises(TypeError, match=r"chief_only_hooks\[0\]"):
@@ -275,7 +275,7 @@ def test_multiworker_keras_stop_before_the_bridge_is_agreed(multiworker, data):
     only, after its third batch: both workers end at the step a native single-worker fit with
     that callback ends at (3), worker 0 with a warning naming worker 1."""
     x, y = data
-    native = make_model()
+    native = make_model(reuse=True)
     native.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[stop_at_batch(native, 2)])
     step = int(native.optimizer.iterations.numpy())
     assert step == 3
@@ -350,7 +350,7 @@ def test_single_worker_runs_build_no_stop_agreement(data):
     from hookbridge._hook_callback.agreement import StopAgreement
 
     x, y = data
-    plain = make_model()
+    plain = make_model(reuse=True)  # a reused_models entry: its train_function already traced
     with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
         mirrored = make_model()
     for model in (plain, mirrored):

@@ -116,14 +116,17 @@ def _multiworker_pair(script: str, args: list[str], timeout: float) -> list[dict
 @pytest.fixture(scope="module")
 def multiworker(tmp_path_factory) -> list[dict]:
     """One pair of MultiWorkerMirroredStrategy workers running every stop scenario, then a
-    plain fit (``multiworker_fit.py``): [chief's results, worker 1's results].
+    plain fit, then docs/distributed.md's chief-only file writers (``multiworker_fit.py``, which
+    runs ``multiworker_chief_hooks.py``'s fits last, writing under ``out_dir``): [chief's
+    results, worker 1's results], each with ``out_dir``. One cluster start-up serves every
+    multi-worker test of the module.
 
     tf_keras and Keras 2 train. Keras 3 fails upstream with or without hookbridge
     (keras-team/keras#20585): while it does, the tests using this skip with that reason, and
     the day it trains, they fail so the suite notices.
     """
     out = tmp_path_factory.mktemp("multiworker")
-    results = _multiworker_pair("multiworker_fit.py", [str(out)], timeout=300)
+    results = _multiworker_pair("multiworker_fit.py", [str(out)], timeout=420)
     if KERAS3:
         if all(not r["ok"] and "PerReplica" in r["error"] for r in results):
             pytest.skip(
@@ -137,6 +140,8 @@ def multiworker(tmp_path_factory) -> list[dict]:
         raise AssertionError(f"Keras 3 MultiWorkerMirroredStrategy failed differently: {results}")
     assert [r["ok"] for r in results] == [True, True], results
     assert [r["is_chief"] for r in results] == [True, False]
+    for r in results:
+        r["out_dir"] = out
     return results
 
 
@@ -258,7 +263,7 @@ def test_chief_only_hooks_run_first_without_a_multi_worker_strategy(data):
 
     x, y = data
     bridge = hookbridge.HookCallback([Named("user")], chief_only_hooks=lambda: [Named("chief")])
-    make_model().fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[bridge])
+    make_model(reuse=True).fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[bridge])
     assert order == ["chief", "user"]
     assert [h.name for h in bridge.hooks] == ["chief", "user"]
     with pytest.raises(TypeError, match=r"chief_only_hooks\[0\]"):
@@ -270,7 +275,7 @@ def test_multiworker_keras_stop_before_the_bridge_is_agreed(multiworker, data):
     only, after its third batch: both workers end at the step a native single-worker fit with
     that callback ends at (3), worker 0 with a warning naming worker 1."""
     x, y = data
-    native = make_model()
+    native = make_model(reuse=True)
     native.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[stop_at_batch(native, 2)])
     step = int(native.optimizer.iterations.numpy())
     assert step == 3
@@ -345,7 +350,7 @@ def test_single_worker_runs_build_no_stop_agreement(data):
     from hookbridge._hook_callback.agreement import StopAgreement
 
     x, y = data
-    plain = make_model()
+    plain = make_model(reuse=True)  # a reused_models entry: its train_function already traced
     with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
         mirrored = make_model()
     for model in (plain, mirrored):
@@ -392,7 +397,7 @@ def _native_chief_hooks(model_dir: Path, losses: list[float]) -> None:
                 sess.run(train_op, feed_dict={loss: value})
 
 
-def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path, request):
+def test_multiworker_chief_only_hooks_as_the_docs_say(multiworker, tmp_path):
     """docs/distributed.md's setup in two MultiWorkerMirroredStrategy workers: CheckpointSaverHook,
     SummarySaverHook on ``loss:0`` and StepCounterHook as ``chief_only_hooks=`` (with a model
     holding BatchNormalization, whose moving statistics, like the loss tracker's count, are
@@ -407,13 +412,10 @@ def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path, request):
     ``hooks=`` warns on the non-chief worker only, once, naming it and its directory."""
     from distributed.multiworker_chief_hooks import EPOCHS, SAVE_STEPS, STEPS
 
-    if KERAS3:
-        # The module's workers are the sentinel of keras-team/keras#20585 (they skip while Keras 3
-        # cannot fit under the strategy, and fail the day it can): no second pair to learn it.
-        request.getfixturevalue("multiworker")
-    results = _multiworker_pair("multiworker_chief_hooks.py", [str(tmp_path)], timeout=300)
-    if KERAS3 and all("PerReplica" in (r["native"]["error"] or "") for r in results):
-        pytest.skip("Keras 3 cannot fit under MultiWorkerMirroredStrategy (keras-team/keras#20585)")
+    # The module's pair ran these fits last (after the stop scenarios: the workers still train
+    # together, each fit's native twin beside it), writing under its out_dir.
+    results = [r["chief_hooks"] for r in multiworker]
+    out = multiworker[0]["out_dir"]
     chief, worker = results
     assert [chief["is_chief"], worker["is_chief"]] == [True, False]
     steps = STEPS * EPOCHS
@@ -441,7 +443,7 @@ def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path, request):
     assert worker["bridged"]["hooks"] == ["Recorder", "StepCounterHook"]
 
     # What the chief wrote is what native TF1 writes with the same hooks and losses.
-    model_dir, native_dir = tmp_path / "model" / "1", tmp_path / "native"
+    model_dir, native_dir = out / "model" / "1", tmp_path / "native"
     _native_chief_hooks(native_dir, [loss for _, loss in chief["bridged"]["hook_steps"]])
     assert _checkpoint_steps(model_dir) == _checkpoint_steps(native_dir)
     assert _checkpoint_steps(model_dir)[-1] == steps and SAVE_STEPS in _checkpoint_steps(model_dir)
@@ -463,7 +465,7 @@ def test_multiworker_chief_only_hooks_as_the_docs_say(tmp_path, request):
 
     assert writers(chief["bridged"]["warnings"]) == []
     (warned,) = writers(worker["bridged"]["warnings"])
-    assert f"StepCounterHook (writing to {str(tmp_path / 'everyone')!r})" in warned
+    assert f"StepCounterHook (writing to {str(out / 'everyone')!r})" in warned
     assert "worker:1" in warned and "chief_only_hooks=" in warned
     assert writers(worker["again"]["warnings"]) == []
 
@@ -496,6 +498,7 @@ def test_multiworker_alike_deciders_need_no_round_per_step(multiworker):
     loss NaN at NAN_STEP on every worker). When the workers' deciders differ (StopAtStepHook at
     3 on worker 0, at 5 on worker 1) every step has a round and both stop at 3, worker 1 with
     a warning naming worker 0."""
+
     def native(last_step, nan_step=None):
         def make():
             return alike_hooks(last_step)[0]()

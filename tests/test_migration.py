@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from one_process import Job, run_scripts
 
 from hookbridge._migrate import check as _check
 
@@ -27,7 +28,8 @@ ENV = {
     **os.environ,
     "TF_CPP_MIN_LOG_LEVEL": "3",
     "TF_ENABLE_ONEDNN_OPTS": "0",
-    "PYTHONPATH": str(ROOT),
+    # This checkout first (the stages import its hookbridge), then the caller's path.
+    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
 }
 STAGES = [
     "stage0_estimator.py",
@@ -44,7 +46,7 @@ except ImportError:
     HAS_ESTIMATOR = False
 
 
-def run_stage(name: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_stage(name: str, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, str(MIGRATION / name), *args],
         check=False,
@@ -52,7 +54,7 @@ def run_stage(name: str, *args: str, cwd: Path | None = None) -> subprocess.Comp
         text=True,
         timeout=300,
         env=ENV,
-        cwd=cwd or ROOT,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc
@@ -180,14 +182,24 @@ def _deep_where_the_whole_migration_runs(test):
 
 
 @_deep_where_the_whole_migration_runs
-def test_keras_stages_from_an_empty_model_dir(tmp_path):
-    # No argument: the default ./migration_demo, said, and nothing else written.
-    proc = run_stage("stage2_keras_fit.py", cwd=tmp_path)
+def test_keras_stages_from_an_empty_model_dir(tmp_path, tmp_path_factory, monkeypatch):
+    """Stages 2 and 3 one after the other in ONE subprocess (``one_process.run_scripts``: each
+    as ``python stage.py ARGS`` runs it, one TensorFlow start-up for both): stage 3 builds its
+    own model and restores stage 2's last checkpoint from model_dir, as a second process does."""
+    # No argument: the default ./migration_demo (the subprocess's working directory is this
+    # test's), said, and nothing else written.
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "migration_demo"
+    jobs = [
+        Job("stage2", MIGRATION / "stage2_keras_fit.py"),
+        Job("stage3", MIGRATION / "stage3_native_callbacks.py", (str(out), "--replaced", "1")),
+    ]
+    ran = run_scripts(jobs, tmp_path_factory.mktemp("stages"), ENV, timeout=600)
+    proc = ran["stage2"].check()
     assert f"writing to {out}" in proc.stdout
     assert "stage 2: Keras starts at global step 0" in proc.stdout
     assert "stage 2: Keras trained to global step 60" in proc.stdout
-    proc = run_stage("stage3_native_callbacks.py", str(out), "--replaced", "1")
+    proc = ran["stage3"].check()
     assert "stage 3: Keras starts at global step 60" in proc.stdout
     assert "replaced: the team's LossHistoryHook -> LossHistory" in proc.stdout
     assert "stage 3: Keras trained to global step 80" in proc.stdout

@@ -1,7 +1,9 @@
 """One worker of a 2-worker MultiWorkerMirroredStrategy on loopback, running the setup
 ``docs/distributed.md`` tells users to write: the file writers as ``chief_only_hooks=``.
 
-``python multiworker_chief_hooks.py OUT_DIR`` with ``TF_CONFIG`` set by the caller. Two fits of
+``python multiworker_chief_hooks.py OUT_DIR`` with ``TF_CONFIG`` set by the caller (or
+:func:`run` under a strategy of the caller's: ``multiworker_fit.py`` runs it after its stop
+scenarios, in the same pair of workers, so the suite starts one pair). Two fits of
 the same model (BatchNormalization included: its moving statistics are ``SyncOnRead``
 variables, as the loss tracker's ``count`` is), the same data and the same seed:
 
@@ -130,8 +132,9 @@ def local_weights(model, strategy) -> list:
     return [strategy.experimental_local_results(w)[0].numpy().tolist() for w in model.weights]
 
 
-def main(out_dir: str) -> None:
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+def run(strategy, out_dir: str) -> dict:
+    """The two fits (and a third with the same callback) under ``strategy``: what they reported,
+    writing to ``out_dir``."""
     native_logs = KerasLogs()
     native_model = build(strategy)
     native = fit(native_model, [native_logs])
@@ -153,17 +156,17 @@ def main(out_dir: str) -> None:
     )
     # A second fit with the same callback: the warning about hooks= is given once.
     again = fit(build(strategy), [bridge])
-    print(
-        json.dumps(
-            {
-                "is_chief": bool(strategy.extended.should_checkpoint),
-                "native": native,
-                "bridged": bridged,
-                "again": again,
-            }
-        ),
-        flush=True,
-    )
+    return {
+        "is_chief": bool(strategy.extended.should_checkpoint),
+        "native": native,
+        "bridged": bridged,
+        "again": again,
+    }
+
+
+def main(out_dir: str) -> None:
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    print(json.dumps(run(strategy, out_dir)), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ a fresh model, then ``keras_stop`` (a Keras callback stops worker 1), ``unagreed
 (``agree_stops=False``, the same StopAtStepHook on both), ``alike`` / ``alike_nan`` /
 ``unlike`` (hooks deciding alike on every worker: no round per step), then ``basic`` (hooks on
 every worker, chief-only hooks on the chief, then an evaluate), which also shows that both
-workers still train together after every stop and failure before it. Prints one
-JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}}``, or
+workers still train together after every stop and failure before it. Then, when every scenario
+ran (no SCENARIO given), ``multiworker_chief_hooks.run`` (docs/distributed.md's chief-only file
+writers, writing under OUT_DIR): one TensorFlow start-up and one cluster for both. Prints one
+JSON line: ``{"ok": true, "is_chief": ..., "scenarios": {name: {...}}, "chief_hooks": {...}}``, or
 ``{"ok": false, "error": "<type>: <message>"}`` when the stack cannot fit under the strategy
 (Keras 3 fails upstream: keras-team/keras#20585).
 """
@@ -23,6 +25,7 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
+import multiworker_chief_hooks
 import numpy as np
 import tensorflow as tf
 from multiworker_hooks import (
@@ -184,7 +187,6 @@ def basic_scenario(strategy) -> dict:
 
 
 def main(out_dir: str, names: list[str]) -> None:
-    del out_dir  # nothing written: every scenario reports through stdout
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     index = int(strategy.cluster_resolver.task_id)
     results: dict = {}
@@ -212,6 +214,8 @@ def main(out_dir: str, names: list[str]) -> None:
         "is_chief": bool(strategy.extended.should_checkpoint),
         "scenarios": results,
     }
+    if not names:
+        result["chief_hooks"] = multiworker_chief_hooks.run(strategy, out_dir)
     print(json.dumps(result), flush=True)
 
 

@@ -264,7 +264,13 @@ def test_fit_step_moves_the_weights_as_fc_does(tmp_dir):
         np.testing.assert_allclose(after[name], native[name], rtol=1e-6, atol=1e-6, err_msg=name)
 
 
-def _estimator_names(estimator_class, linear, dnn, model_dir):
+def _estimator_names(estimator_class, linear, dnn, model_dir, train: bool = False):
+    """The names and shapes in the checkpoint of the Estimator's train graph. ``train``: its
+    own ``train`` one step writes it; otherwise its ``model_fn`` in TRAIN mode (what ``train``
+    calls) builds the graph and a default sharded ``Saver`` (what ``train``'s ``Scaffold``
+    makes: every global variable and saveable) writes the initialized variables, without the
+    session hooks, the step, the graph and meta-graph files (the deep profile holds the two
+    equal, ``test_the_train_graphs_checkpoint_is_what_train_writes``)."""
     feats = {
         "temp max": np.ones((4, 1), "float32"),
         "temp-max": np.ones((4, 1), "float32"),
@@ -280,17 +286,29 @@ def _estimator_names(estimator_class, linear, dnn, model_dir):
         dnn_hidden_units=[3],
         model_dir=model_dir,
     )
-    est.train(lambda: tf.data.Dataset.from_tensors((feats, labels)), steps=1)
+    if train:
+        est.train(lambda: tf.data.Dataset.from_tensors((feats, labels)), steps=1)
+        return dict(tf.train.list_variables(model_dir))
+    v1 = tf.compat.v1
+    tf.io.gfile.makedirs(model_dir)
+    with tf.Graph().as_default():
+        v1.train.get_or_create_global_step()
+        dataset = tf.data.Dataset.from_tensors((feats, labels))
+        features, label = v1.data.make_one_shot_iterator(dataset).get_next()
+        est.model_fn(features, label, tf.estimator.ModeKeys.TRAIN, est.config)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            v1.train.Saver(sharded=True).save(
+                sess, f"{model_dir}/model.ckpt", global_step=0, write_meta_graph=False
+            )
     return dict(tf.train.list_variables(model_dir))
 
 
-@pytest.mark.parametrize(
-    "kind", ["V1 v1-shared", "V1 v2-shared", "V2 v2-shared", "V1 v2-shared linear-only"]
-)
-def test_checkpoint_names_are_the_estimators(kind, tmp_path):
-    """The canned Estimators' own checkpoint (TF 2.15): every variable of their input layer and
-    linear model is in checkpoint_names(), under the same name and shape, and nothing else."""
-    pytest.importorskip("tensorflow_estimator", exc_type=ImportError)
+KINDS = ["V1 v1-shared", "V1 v2-shared", "V2 v2-shared", "V1 v2-shared linear-only"]
+
+
+def _kind(kind: str):
+    """The kind's Estimator class, its linear and dnn columns, and whether it is V1."""
     v1 = kind.startswith("V1")
     city = fc.categorical_column_with_vocabulary_list("city", ["a", "b"], num_oov_buckets=1)
     uid = fc.categorical_column_with_identity("uid", 4)
@@ -322,6 +340,15 @@ def test_checkpoint_names_are_the_estimators(kind, tmp_path):
         if v1
         else tf.estimator.DNNLinearCombinedClassifier
     )
+    return estimator, linear, dnn, v1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_checkpoint_names_are_the_estimators(kind, tmp_path):
+    """The canned Estimators' own checkpoint (TF 2.15): every variable of their input layer and
+    linear model is in checkpoint_names(), under the same name and shape, and nothing else."""
+    pytest.importorskip("tensorflow_estimator", exc_type=ImportError)
+    estimator, linear, dnn, v1 = _kind(kind)
     native = _estimator_names(estimator, linear, dnn, str(tmp_path))
     dnn_layer = twin_columns.input_layer(dnn, v1=v1)
     linear_layer = twin_columns.linear_model(linear, v1=v1, share_with=dnn_layer)
@@ -354,3 +381,15 @@ def test_layers_in_a_functional_model():
     got = model(features)
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(dnn(features)))
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(linear(features)))
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_train_graphs_checkpoint_is_what_train_writes(kind, tmp_path):
+    """TF 2.15: the checkpoint ``_estimator_names`` writes from the Estimator's train graph
+    (CI's) has the names and shapes of the one the Estimator's ``train`` writes."""
+    pytest.importorskip("tensorflow_estimator", exc_type=ImportError)
+    estimator, linear, dnn, _ = _kind(kind)
+    trained = _estimator_names(estimator, linear, dnn, str(tmp_path / "train"), train=True)
+    graph = _estimator_names(estimator, linear, dnn, str(tmp_path / "graph"))
+    assert graph == trained

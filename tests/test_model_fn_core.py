@@ -375,7 +375,15 @@ def _input_fn(xs, ys):
     return lambda: tf.data.Dataset.from_tensor_slices(({"x": xs}, ys))
 
 
-@pytest.mark.parametrize("subject", ["adam", "custom_optimizer"])
+#: adam represents the family in CI: what this test adds to the graph oracle above (the
+#: Estimator's own checkpoint restored by name, an Estimator continuing from fit's model_dir) is
+#: the same code for every optimizer. custom_optimizer is deep: its get_variable slots
+#: (``<var>/adam_m``, ``adam_v``) and step-read decay go to the Estimator and back in CI with
+#: BERT's optimizer of the same kind (test_model_fn_walk.py, test_model_fn_back_across.py), and
+#: against the graph on every stack above.
+@pytest.mark.parametrize(
+    "subject", ["adam", pytest.param("custom_optimizer", marks=pytest.mark.deep)]
+)
 def test_the_estimator_and_fit_continue_alike_from_each_others_checkpoints(tmp_path, subject):
     if not hasattr(tf, "estimator"):
         pytest.skip("tf.estimator exists on TF 2.15 only (the other stacks: the graph oracle)")

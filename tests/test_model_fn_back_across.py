@@ -6,10 +6,11 @@ CI runs the stacks in separate environments, so the keras3 half is checked in wi
 that writes it (``tests/fixtures/model_fns/make_keras_back.py``): the BERT subject's
 ``model_fn_model`` restored from the Estimator's step-30 checkpoint, ``fit`` 31-40 writing its
 step-40 checkpoint through ``estimator_hooks`` (``bert/keras3_back/``), then 41-50 in memory
-(``bert/keras3_back.json``). keras3 holds the fixture bit-equal to what the code writes now; tf215
-continues the Estimator from it, 41-50, loss by loss as ``fit`` went on and as the Estimator went
-on from its own step-40 state (``fixtures.json``): the first 8 within rtol 2e-5, every step within
-the Estimator's drift against itself over the run (the largest of ``envelope``).
+(``bert/keras3_back.json``). keras3 holds the fixture bit-equal to what the code writes now (the
+deep profile: the recording's re-derivation); tf215 continues the Estimator from it, 41-50, loss
+by loss as ``fit`` went on and as the Estimator went on from its own step-40 state
+(``fixtures.json``): the first 8 within rtol 2e-5, every step within the Estimator's drift
+against itself over the run (the largest of ``envelope``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def assert_follows(losses, reference) -> None:
     assert np.all(deviation <= max(BERT["envelope"])), deviation
 
 
+#: Deep: the recording's re-derivation (a BERT build and 20-step fit, ~8 s). CI holds what it
+#: re-derives from: fit's 31-50 on this subject against the Estimator's, on every stack, in
+#: test_model_fn_walk.py (the same checkpoint, rows and checks), and the tf215 test below holds
+#: the Estimator to the recording.
+@pytest.mark.deep
 def test_the_keras3_back_fixture_is_what_fit_writes_now(tmp_path):
     """Keras 3: ``make_keras_back.keras_back`` rerun writes the checked-in step-40 checkpoint bit
     for bit and the checked-in losses; fit's 31-40 follow the Estimator's."""

@@ -259,7 +259,15 @@ def test_without_labels_it_predicts_and_fit_says_why_not():
         model.fit({"x": x[0]}, y[0], verbose=0)
 
 
-@pytest.mark.parametrize("subject", sorted(SUBJECTS))
+#: sgd is deep: it is adam's model_fn (the same variables, minimize, step) with an optimizer that
+#: keeps no state, so its checkpoint is adam's without the slots; adam, clipped_two_ops,
+#: custom_optimizer and batch_norm each add to that path (slots, two optimizers, get_variable
+#: slots, update ops) and run in CI; test_the_model_fns_variables_are_the_models_weights_and_fit_
+#: moves_them[sgd] still holds its names (no slots) and its fit.
+@pytest.mark.parametrize(
+    "subject",
+    [pytest.param(s, marks=pytest.mark.deep) if s == "sgd" else s for s in sorted(SUBJECTS)],
+)
 def test_fit_continues_as_the_native_graph_from_its_checkpoint(tmp_path, subject):
     model_fn, params = SUBJECTS[subject]
     xs, ys = _batches(K + N + N)
@@ -375,7 +383,15 @@ def _input_fn(xs, ys):
     return lambda: tf.data.Dataset.from_tensor_slices(({"x": xs}, ys))
 
 
-@pytest.mark.parametrize("subject", ["adam", "custom_optimizer"])
+#: adam represents the family in CI: what this test adds to the graph oracle above (the
+#: Estimator's own checkpoint restored by name, an Estimator continuing from fit's model_dir) is
+#: the same code for every optimizer. custom_optimizer is deep: its get_variable slots
+#: (``<var>/adam_m``, ``adam_v``) and step-read decay go to the Estimator and back in CI with
+#: BERT's optimizer of the same kind (test_model_fn_walk.py, test_model_fn_back_across.py), and
+#: against the graph on every stack above.
+@pytest.mark.parametrize(
+    "subject", ["adam", pytest.param("custom_optimizer", marks=pytest.mark.deep)]
+)
 def test_the_estimator_and_fit_continue_alike_from_each_others_checkpoints(tmp_path, subject):
     if not hasattr(tf, "estimator"):
         pytest.skip("tf.estimator exists on TF 2.15 only (the other stacks: the graph oracle)")

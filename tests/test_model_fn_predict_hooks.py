@@ -8,7 +8,8 @@ fetches them and the global step at every ``before_run``, reads the global step 
 ``after_create_session`` and ``end``, and may ask to stop after N runs. What it saw natively
 (``Estimator.predict`` on the fixture's checkpoint, TF 2.15, ``yield_single_examples=False``),
 with the batches' logits, is ``mnist/predict_hooks.json``, written by ``python
-tests/test_model_fn_predict_hooks.py`` on tf215 and checked against a fresh native run there.
+tests/test_model_fn_predict_hooks.py`` on tf215 and checked against a fresh native run there in
+the deep profile.
 """
 
 from __future__ import annotations
@@ -194,10 +195,18 @@ def _predict(model, stop, **kwargs):
         STOP["after"] = None
 
 
-def test_prediction_hooks_see_the_estimators_predict_tensors_batch_by_batch(model, tmp_path):
+#: The native run beside the recorded file: the deep profile's, on TF 2.15 (three Estimator.predict calls). CI holds
+#: the bridged runs to the file on every stack, tf215 included; the script below writes it.
+@pytest.mark.deep
+@pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
+def test_the_recorded_prediction_hooks_are_the_estimators(tmp_path):
+    assert native_runs(tmp_path) == json.loads(HOOKS_FILE.read_text()), (
+        "the native run no longer writes predict_hooks.json"
+    )
+
+
+def test_prediction_hooks_see_the_estimators_predict_tensors_batch_by_batch(model):
     reference = json.loads(HOOKS_FILE.read_text())
-    if compat.NATIVE:
-        assert native_runs(tmp_path) == reference, "the native run no longer writes it"
     want = reference["all"]
     assert [e[1] for e in want["record"]] == ["begin", "session", *["run"] * 4, "end"]
     for _ in range(2):  # each predict builds fresh hooks, as each Estimator.predict did

@@ -76,14 +76,37 @@ def native_log(tmp: Path) -> list[dict[str, float]]:
     return log
 
 
-def bridged_log() -> tuple[list[dict[str, float]], object]:
-    """The same under ``fit``: ``model_fn_model`` restored from the fixture, ``CALLS`` fit calls."""
+def _built():
+    """The MNIST subject's ``model_fn_model`` with its own params, as the Estimator ran it."""
     mnist = _mnist()
     features, labels = _rows(0)
-    model = hookbridge.model_fn_model(
+    return hookbridge.model_fn_model(
         mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
     )
-    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+
+
+@pytest.fixture(scope="module")
+def restored():
+    """``restored()``: the MNIST subject's model restored from the fixture's checkpoint. Built
+    once in this module (the build traces the model_fn in each mode) and restored on every call:
+    weights, slots and step are the checkpoint's; the local variables (the streaming accuracy)
+    restart with each fit/evaluate call, as these tests hold."""
+    models = []
+
+    def restore():
+        if not models:
+            models.append(_built())
+        hookbridge.restore_checkpoint(models[0], str(HERE / "mnist" / "model_dir"))
+        return models[0]
+
+    yield restore
+    models.clear()
+
+
+def bridged_log(model) -> tuple[list[dict[str, float]], object]:
+    """The same under ``fit``: ``model`` (``model_fn_model`` restored from the fixture), ``CALLS``
+    fit calls."""
+    mnist = _mnist()
     del mnist.LOG[:]
     for call in range(CALLS):
         model.fit(_dataset(call), epochs=1, verbose=0)
@@ -114,9 +137,9 @@ def test_the_recorded_training_log_is_the_estimators(tmp_path):
     )
 
 
-def test_the_spec_training_hook_logs_the_streaming_accuracy_as_the_estimator_did():
+def test_the_spec_training_hook_logs_the_streaming_accuracy_as_the_estimator_did(restored):
     reference = json.loads(LOG_FILE.read_text())
-    log, model = bridged_log()
+    log, model = bridged_log(restored())
     _check(log, reference)
     # The accuracy restarts with each train() call, as the Estimator's local_init_op made it.
     accuracy = [entry["train_accuracy"] for entry in reference]
@@ -255,14 +278,9 @@ def test_the_recorded_evaluation_is_the_estimators(tmp_path):
     )
 
 
-def test_evaluate_gives_the_estimators_eval_metric_ops_and_mean_loss():
+def test_evaluate_gives_the_estimators_eval_metric_ops_and_mean_loss(restored):
     reference = json.loads(EVAL_FILE.read_text())
-    mnist = _mnist()
-    features, labels = _rows(0)
-    model = hookbridge.model_fn_model(
-        mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
-    )
-    hookbridge.restore_checkpoint(model, str(HERE / "mnist" / "model_dir"))
+    model = restored()
     assert reference["all"]["accuracy"] != reference["first_batch"]["accuracy"]
     for call, rows in EVAL_CALLS.items():  # each evaluate starts its metrics anew
         result = model.evaluate(_eval_dataset(rows), verbose=0, return_dict=True)
@@ -335,13 +353,10 @@ def test_a_prediction_hook_holding_a_second_output_is_refused_by_predict_not_by_
     assert seen == []  # refused before any hook ran, never half-run
 
 
-def test_several_hook_callbacks_beside_the_spec_hooks_are_said_to_be_a_second_session():
+def test_several_hook_callbacks_beside_the_spec_hooks_are_said_to_be_a_second_session(restored):
     # With ONE HookCallback the spec's hooks join it (tests/test_model_fn_train_hooks.py).
     mnist = _mnist()
-    features, labels = _rows(0)
-    model = hookbridge.model_fn_model(
-        mnist.model_fn, params=dict(mnist.PARAMS), features=features, labels=labels
-    )
+    model = restored()
     mine = hookbridge.HookCallback([tf.compat.v1.train.StopAtStepHook(num_steps=2)])
     other = hookbridge.HookCallback([])
     del mnist.LOG[:]

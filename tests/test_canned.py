@@ -53,7 +53,8 @@ def columns():
 def color():
     """A vocabulary column with an OOV bucket ("other" falls in it)."""
     return tf.feature_column.categorical_column_with_vocabulary_list(
-        "color", ["red", "green", "blue"], num_oov_buckets=1)
+        "color", ["red", "green", "blue"], num_oov_buckets=1
+    )
 
 
 CANNED = {
@@ -66,24 +67,34 @@ CANNED = {
     ),
     "DNNLinearCombinedClassifier V2": (
         lambda **k: tf.estimator.DNNLinearCombinedClassifier(
-            linear_feature_columns=columns()[:2], dnn_feature_columns=columns(),
-            dnn_hidden_units=[8, 4], **k,
+            linear_feature_columns=columns()[:2],
+            dnn_feature_columns=columns(),
+            dnn_hidden_units=[8, 4],
+            **k,
         ),
         "binary",
     ),
     "DNNLinearCombinedRegressor V1": (
         lambda **k: tf.compat.v1.estimator.DNNLinearCombinedRegressor(
-            linear_feature_columns=columns(), dnn_feature_columns=columns()[1:],
-            dnn_hidden_units=[8], **k,
+            linear_feature_columns=columns(),
+            dnn_feature_columns=columns()[1:],
+            dnn_hidden_units=[8],
+            **k,
         ),
         "regression",
     ),
     "DNNLinearCombinedClassifier V1, categorical": (
         lambda **k: tf.compat.v1.estimator.DNNLinearCombinedClassifier(
-            linear_feature_columns=[*columns()[:1], color(), tf.feature_column.crossed_column(
-                [color(), tf.feature_column.bucketized_column(columns()[1], [0.0])], 6)],
+            linear_feature_columns=[
+                *columns()[:1],
+                color(),
+                tf.feature_column.crossed_column(
+                    [color(), tf.feature_column.bucketized_column(columns()[1], [0.0])], 6
+                ),
+            ],
             dnn_feature_columns=[*columns(), tf.feature_column.embedding_column(color(), 2)],
-            dnn_hidden_units=[8], **k,
+            dnn_hidden_units=[8],
+            **k,
         ),
         "binary",
     ),
@@ -119,7 +130,10 @@ def logits(which, model_dir):
 #: Adagrad the combined V2 classifier's DNN part's, its binary V2 head that classifier's (tf215
 #: alone: 7.6 s of the file's 67 s).
 DEEP_CANNED = {
-    "DNNRegressor V2", "LinearRegressor V2", "DNNClassifier V1", "LinearRegressor V1",
+    "DNNRegressor V2",
+    "LinearRegressor V2",
+    "DNNClassifier V1",
+    "LinearRegressor V1",
     "DNNClassifier V2",
 }
 
@@ -200,15 +214,17 @@ ROLLBACK_IN_CI = {"DNNLinearCombinedClassifier V2", "DNNLinearCombinedClassifier
     scope="module",
 )
 def test_rolled_back_the_estimator_trains_as_it_did(runs, tmp_path):
-    """From the backup, the Estimator trains bit for bit as it did from its own step-8
-    checkpoint (``runs["native"]``: recorded, bit-equal to a live run in the deep profile)."""
+    """From the backup, the Estimator trains as it did from its own step-8 checkpoint
+    (``runs["native"]``: recorded), within four float32 roundings: the record is bit for bit on
+    the CPU that made it, but another CPU rounds differently (an AMD EPYC machine: 2 of 8 losses
+    1 ulp, 7.3e-8 relative, from the record of V1 categorical)."""
     which = runs["which"]
     rollback = tmp_path / "rollback"
     shutil.copytree(runs["back_dir"].parent / "bridged" / "estimator-backup", rollback)
     labels = LABELS[CANNED[which][1]]
     losses = train(estimator(which, rollback), dataset_fn(FEATURES, labels), 16)
     assert len(losses) == 8
-    np.testing.assert_array_equal(losses, runs["native"])
+    np.testing.assert_allclose(losses, runs["native"], rtol=4 * np.finfo(np.float32).eps, atol=0)
 
 
 def test_what_the_twin_cannot_build_is_named():
@@ -218,10 +234,17 @@ def test_what_the_twin_cannot_build_is_named():
     # A DNN takes dense columns only: a bare categorical column is refused, with every other
     # column the twin does not build, all named at once.
     categorical = tf.feature_column.categorical_column_with_identity("k", 3)
-    with pytest.raises(ValueError, match=r"does not build: k \(IdentityCategoricalColumn\): a "
-                       r"DNN's input takes dense columns only.*\(dnn\); s \(SequenceCategorical"):
-        hookbridge.keras_twin(tf.estimator.DNNClassifier([2], [
-            categorical, tf.feature_column.sequence_categorical_column_with_identity("s", 3)]))
+    with pytest.raises(
+        ValueError,
+        match=r"does not build: k \(IdentityCategoricalColumn\): a "
+        r"DNN's input takes dense columns only.*\(dnn\); s \(SequenceCategorical",
+    ):
+        hookbridge.keras_twin(
+            tf.estimator.DNNClassifier(
+                [2],
+                [categorical, tf.feature_column.sequence_categorical_column_with_identity("s", 3)],
+            )
+        )
 
 
 # Column names the Estimator sorts otherwise than their variable scopes ("temp max" < "temp2",
@@ -230,10 +253,14 @@ ODD_NAMES = ["temp2", "temp max", "a.b", "Zed", "2nd day", "x-1", "temp_1"]
 ODD = {
     "LinearRegressor V2": lambda c, **k: tf.estimator.LinearRegressor(c, **k),
     "LinearClassifier V1": lambda c, **k: tf.compat.v1.estimator.LinearClassifier(
-        c, n_classes=3, **k),
+        c, n_classes=3, **k
+    ),
     "DNNLinearCombinedRegressor V2": lambda c, **k: tf.estimator.DNNLinearCombinedRegressor(
-        linear_feature_columns=c, dnn_feature_columns=[x for x in c if " " not in x.name],
-        dnn_hidden_units=[4], **k),  # the DNN's input_layer takes no spaces (a name scope)
+        linear_feature_columns=c,
+        dnn_feature_columns=[x for x in c if " " not in x.name],
+        dnn_hidden_units=[4],
+        **k,
+    ),  # the DNN's input_layer takes no spaces (a name scope)
 }
 
 
@@ -287,20 +314,34 @@ def test_the_twin_orders_unusual_column_names_as_the_estimator(which, tmp_path):
 # trained with them, whose Keras optimizer's hyperparameters are variables of a graph now gone.
 INSTANCES = {
     "DNNRegressor V2, Keras Adam": lambda **k: tf.estimator.DNNRegressor(
-        [8], columns(),
-        optimizer=tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.8, epsilon=1e-6), **k),
+        [8],
+        columns(),
+        optimizer=tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.8, epsilon=1e-6),
+        **k,
+    ),
     "LinearRegressor V1, TF1 Ftrl": lambda **k: tf.compat.v1.estimator.LinearRegressor(
-        columns(), optimizer=tf.compat.v1.train.FtrlOptimizer(
-            0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.001), **k),
+        columns(),
+        optimizer=tf.compat.v1.train.FtrlOptimizer(
+            0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.001
+        ),
+        **k,
+    ),
 }
 INSTANCE_SETTINGS = {
-    "DNNRegressor V2, Keras Adam": ("Adam", {"learning_rate": 0.01, "beta_1": 0.8,
-                                             "beta_2": 0.999, "epsilon": 1e-6}),
-    "LinearRegressor V1, TF1 Ftrl": ("Ftrl", {"learning_rate": 0.1,
-                                              "l1_regularization_strength": 0.01,
-                                              "l2_regularization_strength": 0.001,
-                                              "learning_rate_power": -0.5,
-                                              "initial_accumulator_value": 0.1}),
+    "DNNRegressor V2, Keras Adam": (
+        "Adam",
+        {"learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-6},
+    ),
+    "LinearRegressor V1, TF1 Ftrl": (
+        "Ftrl",
+        {
+            "learning_rate": 0.1,
+            "l1_regularization_strength": 0.01,
+            "l2_regularization_strength": 0.001,
+            "learning_rate_power": -0.5,
+            "initial_accumulator_value": 0.1,
+        },
+    ),
 }
 
 
@@ -345,8 +386,9 @@ def test_the_twin_of_an_optimizer_instance_has_its_settings(instance_runs):
     optimizer = instance_runs["twin"].optimizer
     config = optimizer.get_config()
     assert type(optimizer).__name__ in (kind, f"Estimator{kind}")  # twins/optimizers.py
-    got = {k: float(np.asarray(config[k] if k in config else getattr(optimizer, k)))
-           for k in expected}
+    got = {
+        k: float(np.asarray(config[k] if k in config else getattr(optimizer, k))) for k in expected
+    }
     assert got == pytest.approx(expected, rel=1e-7)
 
 
@@ -354,9 +396,13 @@ def test_an_optimizer_setting_that_is_a_tensor_is_refused():
     with tf.Graph().as_default():
         rate = tf.constant(0.02) * 0.5
     est = tf.compat.v1.estimator.DNNRegressor(
-        [4], columns(), optimizer=tf.compat.v1.train.AdamOptimizer(rate))
-    with pytest.raises(ValueError, match=r"optimizer AdamOptimizer has settings that are tensors "
-                       r"of the Estimator.s graph.*learning_rate.*compile the twin yourself"):
+        [4], columns(), optimizer=tf.compat.v1.train.AdamOptimizer(rate)
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"optimizer AdamOptimizer has settings that are tensors "
+        r"of the Estimator.s graph.*learning_rate.*compile the twin yourself",
+    ):
         hookbridge.keras_twin(est)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import STACK
-from fixture_modules import fixture_script
+from fixture_modules import assert_rerun_as_recorded, fixture_script
 
 from hookbridge._migrate.model_fn import compat
 
@@ -52,22 +52,15 @@ def assert_follows(losses, reference) -> None:
 #: the Estimator to the recording.
 @pytest.mark.deep
 def test_the_keras3_back_fixture_is_what_fit_writes_now(tmp_path):
-    """Keras 3: ``make_keras_back.keras_back`` rerun writes the checked-in step-40 checkpoint bit
-    for bit and the checked-in losses; fit's 31-40 follow the Estimator's."""
+    """Keras 3: ``make_keras_back.keras_back`` rerun writes the checked-in step-40 checkpoint and
+    the checked-in losses (within another CPU's rounding); fit's 31-40 follow the Estimator's."""
     if STACK != "keras3":
         pytest.skip("bert/keras3_back/ is what TF 2.21 with Keras 3 writes: checked there")
     made = fixture_script(HERE, "make_keras_back").keras_back(tmp_path / "back")
-    assert made["first_half"] == RECORDED["first_half"]
-    assert made["losses"] == RECORDED["losses"]
+    # Within what another CPU gives, not bit for bit (fixture_modules.assert_rerun_as_recorded):
+    # on an AMD EPYC machine the rerun's losses were 1.7e-7 from the record.
+    assert_rerun_as_recorded(made, RECORDED, tmp_path / "back", BACK, ("first_half", "losses"))
     assert_follows(made["first_half"], BERT["continued_losses"][:HALF])
-    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
-        p.name for p in BACK.iterdir()
-    )
-    mine, theirs = (tf.train.load_checkpoint(str(d)) for d in (tmp_path / "back", BACK))
-    shapes = theirs.get_variable_to_shape_map()
-    assert mine.get_variable_to_shape_map() == shapes
-    differ = [n for n in shapes if not np.array_equal(mine.get_tensor(n), theirs.get_tensor(n))]
-    assert differ == []
 
 
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")

@@ -100,14 +100,13 @@ def run(request, tmp_path_factory):
 
 
 def test_the_twin_predicts_the_estimators_logits_at_the_switch(run):
-    """Within 1e-6 on every stack; on TF 2.15 (the fixture's stack: the same kernels) bit for
-    bit."""
+    """Within 1e-6 on every stack. Not bit for bit, even on TF 2.15 (the fixture's stack): the
+    same kernels round differently on another CPU (an AMD EPYC machine: combined_v1/v2 logits
+    1.5e-6 and 2e-6 relative, 3e-7 and 4.8e-7 absolute, from the record)."""
     exp = run["exp"]
     assert run["step"] == exp["switch"]
     native = np.asarray(exp["logits"], "float32").reshape(run["logits"].shape)
     np.testing.assert_allclose(run["logits"], native, rtol=1e-6, atol=1e-6)
-    if tf.__version__ == exp["tensorflow"]:
-        np.testing.assert_array_equal(run["logits"], native)
 
 
 def test_the_twin_continues_as_the_estimator_loss_by_loss(run):

@@ -191,16 +191,20 @@ def test_demo_in_a_process_of_its_own(demo_run, tmp_path_factory):
     _assert_same_run(by_process, demo_run)
 
 
-def _modules_loaded(code: str) -> list[str]:
-    """Runs ``code`` in a fresh interpreter; returns the TensorFlow/Keras modules it loaded."""
-    probe = (
-        f"{code}\n"
-        "import sys\n"
-        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in roots))\n"
-    )
+def _modules_loaded(*steps: str) -> list[list[str]]:
+    """Runs each piece of code of ``steps`` in turn in one fresh interpreter; returns the
+    TensorFlow/Keras modules loaded after each (so far: the first list that is not empty names
+    the step that loaded them; what a step loads alone is in the list after it)."""
+    probe = [
+        "import sys",
+        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')",
+        "def loaded():",
+        "    print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in roots))",
+    ]
+    for code in steps:
+        probe += [code, "loaded()"]
     proc = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", "\n".join(probe)],
         capture_output=True,
         text=True,
         env=ENV,
@@ -208,22 +212,25 @@ def _modules_loaded(code: str) -> list[str]:
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return eval(proc.stdout.strip().splitlines()[-1])  # a printed list of module names
+    lists = [line[len("LOADED ") :] for line in proc.stdout.splitlines() if line.startswith("LOADED ")]
+    assert len(lists) == len(steps), proc.stdout[-3000:]
+    return [eval(names) for names in lists]  # printed lists of module names
 
 
 @pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
 def test_pytest_plugin_and_help_load_no_tensorflow():
-    assert _modules_loaded("import hookbridge.testing.pytest_plugin") == []
-    assert _modules_loaded("import hookbridge, hookbridge.testing") == []
+    # One interpreter for the five (what each loads alone is in the list after it).
+    steps = ["import hookbridge.testing.pytest_plugin", "import hookbridge, hookbridge.testing"]
     for argv in (["--help"], ["scan", "--help"], ["demo", "--help"]):
-        code = (
+        steps.append(
             "from hookbridge.cli import main\n"
             "try:\n"
             f"    main({argv!r})\n"
             "except SystemExit as e:\n"
             "    assert e.code == 0, e.code\n"
         )
-        assert _modules_loaded(code) == [], argv
+    loaded = _modules_loaded(*steps)
+    assert loaded == [[]] * len(steps), list(zip(steps, loaded))
 
 
 @pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")

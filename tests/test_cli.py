@@ -1,4 +1,5 @@
-"""The ``hookbridge`` command: ``hookbridge demo`` end to end, in a subprocess; what it imports."""
+"""The ``hookbridge`` command: ``hookbridge demo`` end to end (in process; in a subprocess in the
+deep profile), ``hookbridge check`` in a subprocess (the entry point), what it imports."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import conftest
 import pytest
 
 from hookbridge import cli
@@ -94,12 +94,12 @@ def _demo_in_process(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    """The demo's run for the tests below: on keras3 (the primary stack) ``hookbridge demo`` as a
-    user runs it, in a subprocess (the entry point); on tfkeras and tf215 the same command in this
-    process (:func:`_demo_in_process`): the stack's differences are the demo's and the bridge's,
-    the same in process, and a subprocess adds only TensorFlow's start-up (6-8 s of CPU)."""
-    if conftest.STACK == "keras3":
-        return _demo_run(tmp_path_factory)
+    """The demo's run for the tests below: ``hookbridge demo --out DIR --steps 12`` through
+    ``cli.main`` in this process (:func:`_demo_in_process`), on every stack: the stack's
+    differences are the demo's and the bridge's, the same in process, and a process of its own
+    adds only TensorFlow's start-up (7-8 s of CPU). The entry point in a process of its own runs
+    in CI in the ``hookbridge check`` tests below (keras3, tf215), and for the demo in the deep
+    profile (:func:`test_demo_in_a_process_of_its_own`)."""
     out = tmp_path_factory.mktemp("demo") / "demo"
     return out, _demo_in_process(out.parent, "--out", str(out), "--steps", "12")
 
@@ -113,7 +113,11 @@ def demo_here(tmp_path_factory):
 
 
 def test_demo_end_to_end(demo_run):
-    out, proc = demo_run
+    _assert_demo_end_to_end(*demo_run)
+
+
+def _assert_demo_end_to_end(out: Path, proc: subprocess.CompletedProcess) -> None:
+    """What a run of ``hookbridge demo --steps 12`` into ``out`` printed and wrote."""
     stdout = proc.stdout
     for hook in (
         "StopAtStepHook",
@@ -148,13 +152,18 @@ def test_demo_end_to_end(demo_run):
     "the demo itself runs end to end on every stack"
 )
 def test_demo_is_reproducible(demo_run, demo_here):
-    """The subprocess run of :func:`demo_run` and a second run in this process
-    (:func:`demo_here`: ``cli.main``, after whatever other tests ran here, into the default
-    folder): the same figures and checkpoint, bit for bit."""
+    """The run of :func:`demo_run` and a second run in this process (:func:`demo_here`:
+    ``cli.main``, after whatever other tests ran here, into the default folder): the same
+    figures and checkpoint, bit for bit."""
+    _assert_same_run(demo_run, demo_here)
+
+
+def _assert_same_run(first_run, second_run) -> None:
+    """Two demo runs of 12 steps, (folder, process) each: the same figures and checkpoint."""
     import numpy as np
     import tensorflow as tf
 
-    (out1, proc1), (out2, proc2) = demo_run, demo_here
+    (out1, proc1), (out2, proc2) = first_run, second_run
 
     def figures(out, proc):
         # Every line but the output folder and StepCounterHook's global_step/sec (a timing).
@@ -172,16 +181,30 @@ def test_demo_is_reproducible(demo_run, demo_here):
         np.testing.assert_array_equal(first.get_tensor(key), second.get_tensor(key), err_msg=key)
 
 
-def _modules_loaded(code: str) -> list[str]:
-    """Runs ``code`` in a fresh interpreter; returns the TensorFlow/Keras modules it loaded."""
-    probe = (
-        f"{code}\n"
-        "import sys\n"
-        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in roots))\n"
-    )
+@pytest.mark.deep
+def test_demo_in_a_process_of_its_own(demo_run, tmp_path_factory):
+    """``python -m hookbridge demo --steps 12`` as a user runs it, in a fresh interpreter: it
+    runs end to end, and prints and saves what the in-process :func:`demo_run` did, bit for bit
+    (CI runs the entry point in a process of its own in the ``hookbridge check`` tests)."""
+    by_process = _demo_run(tmp_path_factory)
+    _assert_demo_end_to_end(*by_process)
+    _assert_same_run(by_process, demo_run)
+
+
+def _modules_loaded(*steps: str) -> list[list[str]]:
+    """Runs each piece of code of ``steps`` in turn in one fresh interpreter; returns the
+    TensorFlow/Keras modules loaded after each (so far: the first list that is not empty names
+    the step that loaded them; what a step loads alone is in the list after it)."""
+    probe = [
+        "import sys",
+        "roots = ('tensorflow', 'keras', 'tf_keras', 'tensorboard')",
+        "def loaded():",
+        "    print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in roots))",
+    ]
+    for code in steps:
+        probe += [code, "loaded()"]
     proc = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", "\n".join(probe)],
         capture_output=True,
         text=True,
         env=ENV,
@@ -189,22 +212,25 @@ def _modules_loaded(code: str) -> list[str]:
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return eval(proc.stdout.strip().splitlines()[-1])  # a printed list of module names
+    lists = [line[len("LOADED ") :] for line in proc.stdout.splitlines() if line.startswith("LOADED ")]
+    assert len(lists) == len(steps), proc.stdout[-3000:]
+    return [eval(names) for names in lists]  # printed lists of module names
 
 
 @pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
 def test_pytest_plugin_and_help_load_no_tensorflow():
-    assert _modules_loaded("import hookbridge.testing.pytest_plugin") == []
-    assert _modules_loaded("import hookbridge, hookbridge.testing") == []
+    # One interpreter for the five (what each loads alone is in the list after it).
+    steps = ["import hookbridge.testing.pytest_plugin", "import hookbridge, hookbridge.testing"]
     for argv in (["--help"], ["scan", "--help"], ["demo", "--help"]):
-        code = (
+        steps.append(
             "from hookbridge.cli import main\n"
             "try:\n"
             f"    main({argv!r})\n"
             "except SystemExit as e:\n"
             "    assert e.code == 0, e.code\n"
         )
-        assert _modules_loaded(code) == [], argv
+    loaded = _modules_loaded(*steps)
+    assert loaded == [[]] * len(steps), list(zip(steps, loaded))
 
 
 @pytest.mark.one_stack("hookbridge's lazy imports: no TensorFlow/Keras version branch")
@@ -238,8 +264,8 @@ def test_help_lists_the_subcommands(capsys):
 
 @pytest.mark.one_stack("the default folder is argparse's; the demo itself runs on every stack")
 def test_demo_writes_into_default_directory(demo_here):
-    """In process (the entry point runs as a user runs it in :func:`demo_run`): ``cli.main``
-    in a working directory of its own (:func:`demo_here`), the environment restored after."""
+    """In process: ``cli.main`` in a working directory of its own (:func:`demo_here`), the
+    environment restored after."""
     out, _ = demo_here
     assert out.parent / "hookbridge_demo" == out
     assert (out / "loss.png").exists()

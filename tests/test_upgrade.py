@@ -11,8 +11,11 @@ and run in a MonitoredSession on TF 2.21, where the original stops at ``tf.train
 from __future__ import annotations
 
 import ast
+import contextlib
 import filecmp
 import importlib
+import io
+import json
 import os
 import runpy
 import shutil
@@ -70,16 +73,42 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.fixture(scope="module")
-def upgraded(tmp_path_factory) -> Path:
-    """Both projects after ``hookbridge upgrade --write`` (the command line, as a user runs it)."""
-    root = tmp_path_factory.mktemp("upgraded")
+def _upgrade_both(root: Path, run) -> Path:
+    """Both projects copied under ``root``, then ``hookbridge upgrade ROOT --write`` by ``run``
+    (:func:`_hookbridge` or :func:`_hookbridge_in_process`)."""
     for project in PROJECTS:
         shutil.copytree(FIXTURES / project, root / project)
-    done = _hookbridge("upgrade", str(root), "--write")
+    done = run("upgrade", str(root), "--write")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "8 of 8 files changed" in done.stdout
     return root
+
+
+def _hookbridge_in_process(*args: str) -> subprocess.CompletedProcess:
+    """:func:`_hookbridge_here` for a module-scoped fixture (no ``capsys``): ``cli.main`` with
+    its stdout and stderr captured."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(args))
+    return subprocess.CompletedProcess(["hookbridge", *args], status, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory) -> Path:
+    """Both projects after ``hookbridge upgrade --write``, through ``cli.main`` in this process
+    (its parsing, exit status and output: a process of its own adds only TensorFlow's import, 7 s
+    of CPU a stack; :func:`test_the_command_line_writes_the_same_tree` runs the command line as a
+    user runs it, in the deep profile)."""
+    return _upgrade_both(tmp_path_factory.mktemp("upgraded"), _hookbridge_in_process)
+
+
+@pytest.mark.deep
+def test_the_command_line_writes_the_same_tree(upgraded, tmp_path):
+    """``python -m hookbridge upgrade --write`` in a process of its own writes the tree the
+    in-process :func:`upgraded` wrote (which the CI tests compare with the expected tree)."""
+    by_process = _upgrade_both(tmp_path, _hookbridge)
+    for project in PROJECTS:
+        assert _snapshot(by_process / project) == _snapshot(upgraded / project), project
 
 
 @pytest.mark.parametrize("project", PROJECTS)
@@ -343,19 +372,67 @@ def test_the_upgraded_hook_modules_run_in_a_monitored_session(upgraded, monkeypa
     assert hooks[2].metrics == [("loss", 0.0, 0), ("loss", 4.0, 2), ("loss", 8.0, 4)]
 
 
-@pytest.fixture
-def estimator_stack():
+#: Runs each upgraded job as ``python SCRIPT ARGS`` runs it (``__main__``, its folder first on
+#: ``sys.path`` and as the working directory, ``sys.argv``), one after the other in one
+#: interpreter; prints each job's outcome as JSON: null, or the traceback that ended it.
+_JOBS_DRIVER = """
+import json, os, runpy, sys, traceback
+import absl.app
+outcomes = {}
+for name, folder, script, *args in json.loads(sys.argv[1]):
+    # absl.app.run parses the command line once a process; each job is a fresh interpreter's
+    absl.app._register_and_parse_flags_with_usage.done = False
+    os.chdir(folder)
+    sys.path.insert(0, folder)
+    sys.argv = [script, *args]
+    try:
+        runpy.run_path(script, run_name="__main__")
+        outcomes[name] = None
+    except SystemExit as e:  # absl.app.run ends with sys.exit(main(argv))
+        outcomes[name] = None if e.code in (None, 0) else f"SystemExit({e.code!r})"
+    except BaseException:
+        outcomes[name] = traceback.format_exc()
+    sys.path.remove(folder)
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.fixture(scope="module")
+def upgraded_jobs(upgraded, tmp_path_factory) -> dict[str, Path]:
+    """Both upgraded jobs trained (and the BERT-shaped one evaluated) on this TensorFlow with no
+    hand edit: their output folders. One interpreter runs them one after the other (a process
+    each was TensorFlow's and the Estimator's import twice, 7 s of CPU each); the jobs share no
+    module, flag or output folder (BERT's ``modeling``/``optimization``, census's
+    ``census_data``/``hooks_helper``; each Estimator builds its own graph)."""
     pytest.importorskip("tensorflow_estimator", reason="the Estimator runs on TF <= 2.15 only")
     pytest.importorskip("tf_slim", reason="the upgraded BERT-shaped model uses tf-slim")
+    out = tmp_path_factory.mktemp("jobs")
+    jobs = [
+        ["bert", str(upgraded / "bert_like"), "run_classifier.py", f"--output_dir={out / 'bert_out'}",
+         "--num_train_steps=4", "--save_checkpoints_steps=2"],
+        ["census", str(upgraded / "census_like"), "wide_deep.py",
+         f"--model_dir={out / 'census_out'}", "--train_steps=10"],
+    ]
+    ran = subprocess.run(
+        [sys.executable, "-c", _JOBS_DRIVER, json.dumps(jobs)], capture_output=True, text=True,
+        env=ENV, timeout=900,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    outcomes = json.loads(ran.stdout.strip().splitlines()[-1])
+    return {name: (out / f"{name}_out", outcomes[name], ran.stderr) for name in ("bert", "census")}
 
 
-def test_the_upgraded_bert_job_trains_and_evaluates_on_tf215(upgraded, estimator_stack, tmp_path):
+def _job(upgraded_jobs, name: str) -> Path:
+    """The job's output folder, once it ran to its end (else its traceback and the log's end)."""
+    out, failure, stderr = upgraded_jobs[name]
+    assert failure is None, f"{failure}\n{stderr[-3000:]}"
+    return out
+
+
+def test_the_upgraded_bert_job_trains_and_evaluates_on_tf215(upgraded_jobs):
     import tensorflow as tf
 
-    out = tmp_path / "bert_out"
-    ran = _run("run_classifier.py", upgraded / "bert_like", f"--output_dir={out}",
-               "--num_train_steps=4", "--save_checkpoints_steps=2")
-    assert ran.returncode == 0, ran.stderr[-3000:]
+    out = _job(upgraded_jobs, "bert")
     assert tf.train.load_checkpoint(str(out)).get_tensor("global_step") == 4
     reader = tf.train.load_checkpoint(str(out))
     assert "bert/encoder/layer_1/output/LayerNorm/gamma" in reader.get_variable_to_shape_map()
@@ -364,12 +441,10 @@ def test_the_upgraded_bert_job_trains_and_evaluates_on_tf215(upgraded, estimator
     assert results["global_step"] == "4" and 0.0 <= float(results["eval_accuracy"]) <= 1.0
 
 
-def test_the_upgraded_census_job_keeps_its_v1_estimator_on_tf215(upgraded, estimator_stack, tmp_path):
+def test_the_upgraded_census_job_keeps_its_v1_estimator_on_tf215(upgraded_jobs):
     import tensorflow as tf
 
-    out = tmp_path / "census_out"
-    ran = _run("wide_deep.py", upgraded / "census_like", f"--model_dir={out}", "--train_steps=10")
-    assert ran.returncode == 0, ran.stderr[-3000:]
+    out = _job(upgraded_jobs, "census")
     names = tf.train.load_checkpoint(str(out)).get_variable_to_shape_map()
     # V1's optimizers: per-variable slots beside the variable (V2 writes training/Adagrad/...)
     assert "dnn/hiddenlayer_0/kernel/t_0/Adagrad" in names or "dnn/hiddenlayer_0/kernel/Adagrad" in names

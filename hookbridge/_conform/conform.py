@@ -241,6 +241,15 @@ def hook_traces(
         ValueError: ``steps``, ``steps_per_epoch`` or ``losses`` do not describe whole epochs.
     """
     run = _run_shape(steps, steps_per_epoch, losses)
+    return _both(*_hook_worlds(make_hook, run, loop))
+
+
+_World = Callable[[Trace, list[BaseException]], Any]
+
+
+def _hook_worlds(make_hook: Callable[[], Any], run: _Run, loop: bool) -> tuple[_World, _World]:
+    """:func:`hook_traces`'s two runs, (native, bridged): each fills the trace and error list it
+    is given."""
 
     def hooks(trace: Trace) -> list[Any]:
         made = _as_list(make_hook())
@@ -253,7 +262,7 @@ def hook_traces(
         drive = drive_loop if loop else drive_fit
         drive_hook_callback(lambda: hooks(trace), drive, run, trace, errors=errors)
 
-    return _both(native, bridged)
+    return native, bridged
 
 
 def _both(
@@ -340,6 +349,14 @@ def callback_traces(
             f"callback_traces(loop=True) runs no CallbackHook: drop {sorted(callback_hook_kwargs)}"
             " (they configure CallbackHook), or pass loop=False."
         )
+    return _both(*_callback_worlds(make_callback, run, loop, **callback_hook_kwargs))
+
+
+def _callback_worlds(
+    make_callback: Callable[[], Any], run: _Run, loop: bool, **callback_hook_kwargs: Any
+) -> tuple[_World, _World]:
+    """:func:`callback_traces`'s two runs, (native, bridged): each fills the trace and error
+    list it is given."""
 
     def callbacks(trace: Trace) -> list[Any]:
         made = _as_list(make_callback())
@@ -363,4 +380,4 @@ def callback_traces(
 
         drive_session(hooks, run, trace, errors=errors)
 
-    return _both(native, bridged)
+    return native, bridged

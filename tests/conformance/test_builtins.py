@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import hookbridge
-from hookbridge.testing import assert_callback_conforms, assert_hook_conforms
+from hookbridge._conform import conform as kit
 
 from .conftest import KERAS3
 
@@ -33,6 +33,7 @@ def _scratch(tmp_path_factory):
     _ROOT[:] = [str(tmp_path_factory.mktemp("conformance"))]
     yield
     _ROOT.clear()
+    _NATIVE.clear()
 
 
 def _tmp():
@@ -165,6 +166,35 @@ CALLBACKS_NOT_RUN = {
 }
 
 
+#: Each built-in's native run (its trace), shared by its ``fit`` test and its custom-loop test:
+#: the same scenario (factory, steps, batch losses), so the same oracle; whichever of the two
+#: tests runs first makes it.
+_NATIVE: dict[tuple[str, str], list] = {}
+_BRIDGES = {
+    ("hook", False): "HookCallback",
+    ("hook", True): "HookCallback in a CallbackLoop",
+    ("callback", False): "CallbackHook",
+    ("callback", True): "CallbackLoop",
+}
+
+
+def _assert_conforms(kind, name, factory, *, loop, steps, steps_per_epoch, losses=None):
+    """``assert_hook_conforms`` (``kind`` "hook") or ``assert_callback_conforms`` ("callback")
+    with these arguments, made of the same parts (the kit's two worlds, then its comparison),
+    the native world run once per built-in (:data:`_NATIVE`)."""
+    run = kit._run_shape(steps, steps_per_epoch, losses)
+    worlds = kit._hook_worlds if kind == "hook" else kit._callback_worlds
+    native, bridged = worlds(factory, run, loop)
+    if (kind, name) not in _NATIVE:
+        trace: list = []
+        native(trace, [])
+        _NATIVE[kind, name] = trace
+    trace = []
+    bridged(trace, [])
+    what = "The hook" if kind == "hook" else "The callback"
+    return kit._compare(list(_NATIVE[kind, name]), trace, what, _BRIDGES[kind, loop])
+
+
 #: Differences the suite found (strict xfails: they flip to failures once fixed). Keyed by stack
 #: kind; the reason is the first differing event the kit reported.
 LEGACY = "tf_keras / Keras 2"
@@ -211,12 +241,12 @@ def test_builtin_hook_conforms(name, request):
         pytest.skip(HOOKS_NOT_RUN[name])
     if name in ESTIMATOR_HOOKS:
         factory, stops = ESTIMATOR_HOOKS[name]
-        result = assert_hook_conforms(factory, steps=6, steps_per_epoch=3)
+        result = _assert_conforms("hook", name, factory, loop=False, steps=6, steps_per_epoch=3)
         stopped = [e for e in result.native if e[1:2] == ("after_run",) and e[-1] is True]
         assert bool(stopped) == stops, result.native  # the scenario exercises the hook
         assert result.native[-1] == ("runner", "outcome", "ok")
         return
-    result = assert_hook_conforms(HOOKS[name], steps=6, steps_per_epoch=3)
+    result = _assert_conforms("hook", name, HOOKS[name], loop=False, steps=6, steps_per_epoch=3)
     assert result.native[-1] == ("runner", "outcome", "ok")
 
 
@@ -241,8 +271,8 @@ def test_builtin_callback_conforms(name, request):
         return
     if name in KNOWN_CALLBACK_GAPS:
         request.node.add_marker(pytest.mark.xfail(strict=True, reason=KNOWN_CALLBACK_GAPS[name]))
-    result = assert_callback_conforms(
-        CALLBACKS[name], steps=6, steps_per_epoch=2, losses=(1.0, 4.0)
+    result = _assert_conforms(
+        "callback", name, CALLBACKS[name], loop=False, steps=6, steps_per_epoch=2, losses=(1.0, 4.0)
     )
     # tf_keras's BaseLogger reads params["metrics"], which TF2 fit no longer sets: it fails
     # natively too (KeyError), and the bridge fails the same way.
@@ -256,7 +286,7 @@ def test_builtin_callback_conforms(name, request):
 @pytest.mark.parametrize("name", sorted(n for n in _builtin_hooks() if n not in HOOKS_NOT_RUN))
 def test_builtin_hook_in_a_custom_loop_conforms(name):
     factory, stops = ESTIMATOR_HOOKS[name] if name in ESTIMATOR_HOOKS else (HOOKS[name], None)
-    result = assert_hook_conforms(factory, steps=6, steps_per_epoch=3, loop=True)
+    result = _assert_conforms("hook", name, factory, loop=True, steps=6, steps_per_epoch=3)
     assert result.native[-1] == ("runner", "outcome", "ok")
     if stops is not None:
         stopped = [e for e in result.native if e[1:2] == ("after_run",) and e[-1] is True]
@@ -268,8 +298,8 @@ def test_builtin_hook_in_a_custom_loop_conforms(name):
 )
 def test_builtin_callback_in_a_custom_loop_conforms(name):
     factory = CALLBACKS.get(name) or CALLBACKS_UNSUPPORTED[name]
-    result = assert_callback_conforms(
-        factory, steps=6, steps_per_epoch=2, losses=(1.0, 4.0), loop=True
+    result = _assert_conforms(
+        "callback", name, factory, loop=True, steps=6, steps_per_epoch=2, losses=(1.0, 4.0)
     )
     expected = "KeyError" if name == "BaseLogger" and not KERAS3 else "ok"
     assert result.native[-1] == ("runner", "outcome", expected)

@@ -10,7 +10,7 @@ import pytest
 import reused_models
 import tensorflow as tf
 from conftest import make_data, make_model, run_native
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hookbridge
@@ -370,7 +370,10 @@ def test_end_of_input_with_validation_keeps_the_end_error_and_runs_no_hooks_ther
     assert bridged.events == native.events == ["begin", "after_run", "after_run", "end"]
 
 
-@pytest.mark.parametrize("where", ["hook", "keras"])
+#: "keras" in deep only: test_one_hook_callback_through_runs_that_raise pins a Keras callback
+#: raising in fit then an evaluate with the same HookCallback (the crashed run's hooks get no
+#: end(), the evaluation's hooks every step and end() at the trained step), in CI on every stack.
+@pytest.mark.parametrize("where", ["hook", pytest.param("keras", marks=pytest.mark.deep)])
 def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
     """Keras calls no on_train_end when fit raises. The same HookCallback passed to evaluate
     afterwards runs its hooks there (fit is no longer running), and the crashed run's session
@@ -425,7 +428,14 @@ def test_evaluate_after_a_fit_that_raised_runs_the_hooks(data, where):
 _RUNS = ("fit", "fit_hook_raises", "fit_keras_raises", "evaluate", "predict")
 
 
-@settings(max_examples=max(6, settings.default.max_examples // 100))
+#: CI draws one sequence beside two pinned ones (six drawn sequences were ~18 runs of ~0.5 s):
+#: between them every kind of run, a run after each raising kind (an evaluation, a prediction,
+#: a fit whose global step continues from the raised one), each raising kind at the first step
+#: (``at=0``) and at the last (``at=3``: the epoch's fourth batch). Deep draws 100 sequences.
+#: The first pins test_evaluate_after_a_fit_that_raised_runs_the_hooks[keras]'s sequence.
+@settings(max_examples=max(1, settings.default.max_examples // 100))
+@example(runs=["fit_keras_raises", "evaluate", "fit_hook_raises", "predict"], at=0)
+@example(runs=["fit", "fit_hook_raises", "fit", "fit_keras_raises"], at=3)
 @given(runs=st.lists(st.sampled_from(_RUNS), min_size=2, max_size=4), at=st.integers(0, 3))
 def test_one_hook_callback_through_runs_that_raise(runs, at):
     """One HookCallback through a sequence of fit / evaluate / predict, some of which raise (a

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+import reused_models
 import tensorflow as tf
 from conftest import KERAS3, make_data, make_model, step_reads
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -383,9 +384,14 @@ class RaiseOnce(train.SessionRunHook):
         self._maybe_raise("after_run")
 
 
+#: UnavailableError in deep only: the bridge recovers from both through one tuple (as
+#: MonitoredSession's _RecoverableSession does), so AbortedError covers the path in CI.
 @pytest.mark.parametrize(
     "error",
-    [tf.errors.AbortedError(None, None, "Abort"), tf.errors.UnavailableError(None, None, "x")],
+    [
+        tf.errors.AbortedError(None, None, "Abort"),
+        pytest.param(tf.errors.UnavailableError(None, None, "x"), marks=pytest.mark.deep),
+    ],
 )
 def test_preemption_in_before_run_recreates_the_session_and_retries(tmp_path, error):
     """As MonitoredSession: a new session, every after_create_session again (begin not), the
@@ -610,8 +616,12 @@ def test_scaffold_init_fn_restoring_a_checkpoint_restores_weights_and_step(tmp_p
         steps=3,
     )
     path = tf.train.latest_checkpoint(str(tmp_path))
-    fresh = make_model(seed=1, reuse=True)
-    assert not np.allclose(fresh.get_weights()[0], trained.get_weights()[0])
+    trained_kernel = trained.get_weights()[0]
+    # the same model back in its built state (initial weights, step 0): no second build/trace
+    reused_models.release_all()
+    fresh = make_model(reuse=True)
+    assert not np.allclose(fresh.get_weights()[0], trained_kernel)
+    assert iterations(fresh) == 0
     recorder = StepRecorder()
     cb = hookbridge.HookCallback(
         [recorder],
@@ -621,7 +631,7 @@ def test_scaffold_init_fn_restoring_a_checkpoint_restores_weights_and_step(tmp_p
     )
     first = FirstStepWeights()
     fit([cb, first], model=fresh, steps=1)
-    np.testing.assert_allclose(first.kernel, trained.get_weights()[0])
+    np.testing.assert_allclose(first.kernel, trained_kernel)
     assert recorder.stale == [3]
 
 

@@ -394,15 +394,22 @@ def test_misuse_gets_clear_errors():
                 loop.step_end({"loss": x})
 
 
+def _spe_oracle() -> Oracle:
+    """The oracle of test_steps_per_execution, pooled: its two variants share one build and
+    trace (reset to its built state between them, as :func:`oracle`)."""
+    model = Oracle()
+    model(np.zeros((1, 3), "float32"))
+    model.compile(optimizer=model.task.optimizer, steps_per_execution=3)
+    return model
+
+
 @pytest.mark.parametrize("n_samples", [40, 36], ids=["partial-last", "full-executions"])
 def test_steps_per_execution(n_samples):
     """Three steps per call, as ``compile(steps_per_execution=3)``: one begin and end per call
     (the end's index as each stack reports it, also for a partial last call), the epoch values
     exact through a Mean the step updates per batch, the optimizer's step count the same."""
     native, looped = Recorder(), Recorder()
-    model = Oracle()
-    model(np.zeros((1, 3), "float32"))
-    model.compile(optimizer=model.task.optimizer, steps_per_execution=3)
+    model = reused_models.reused(("custom loop oracle", "steps_per_execution=3"), 0, _spe_oracle)
     model.fit(data(n_samples, 4), epochs=2, callbacks=[native], verbose=0)
 
     task = Task(inner_model())

@@ -201,6 +201,12 @@ def _native_nan_checks(batch_losses):
     return runs
 
 
+def _mean_of_y_model():
+    model = keras.Sequential([keras.Input((1,)), _dense()])
+    model.compile(keras.optimizers.SGD(0.01), loss=_mean_of_y)
+    return model
+
+
 @pytest.mark.parametrize("with_exact_consumer", [False, True])
 def test_an_infinite_batch_does_not_make_nan_tensor_hook_fire_later(with_exact_consumer):
     """Batch losses 1, inf, 1, 1: natively NanTensorHook never fires (isnan(inf) is false); through
@@ -210,8 +216,7 @@ def test_an_infinite_batch_does_not_make_nan_tensor_hook_fire_later(with_exact_c
     assert _native_nan_checks(losses) == len(losses)
     y = np.repeat(np.array(losses, "float32"), 3)[:, None]
     x = np.zeros((len(y), 1), "float32")
-    model = keras.Sequential([keras.Input((1,)), _dense()])
-    model.compile(keras.optimizers.SGD(0.01), loss=_mean_of_y)
+    model = _built(_mean_of_y_model)  # both variants: one build, one trace
 
     def hooks():
         extra = [FetchKeys(["loss"])] if with_exact_consumer else []
@@ -364,6 +369,13 @@ class LossAtEnd(FetchKeys):
         self.at_end = {k: float(session.run(f"{k}:0")) for k in self.keys}
 
 
+def _dense_mse_mae():
+    """The model of the tests reading ``loss:0`` in ``end()``: one pooled build for all three."""
+    model = keras.Sequential([keras.Input((2,)), _dense()])
+    model.compile(keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+    return model
+
+
 @pytest.mark.parametrize("length", ["known", "unknown"])
 def test_loss_read_in_end_after_validation_is_the_last_batch_value(length):
     """With validation after every epoch, ``loss:0`` read in ``end()`` is the last training
@@ -381,11 +393,7 @@ def test_loss_read_in_end_after_validation_is_the_last_batch_value(length):
 
         data = dict(x=tf.data.Dataset.from_generator(gen, output_signature=spec))
 
-    def make_model():
-        model = keras.Sequential([keras.Input((2,)), _dense()])
-        model.compile(keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
-        return model
-
+    make_model = _dense_mse_mae
     fit_kw = dict(**data, epochs=2, shuffle=False, validation_data=(x[:3], y[:3]))
     native = KerasBatchValues()
     _built(make_model).fit(**fit_kw, verbose=0, callbacks=[native])
@@ -432,11 +440,7 @@ def test_loss_read_only_in_end_with_input_of_unknown_length_is_not_the_epoch_mea
         for i in range(0, 10, 5):
             yield x[i : i + 5], y[i : i + 5]
 
-    def make_model():
-        model = keras.Sequential([keras.Input((2,)), _dense()])
-        model.compile(keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
-        return model
-
+    make_model = _dense_mse_mae
     fit_kw = dict(
         x=tf.data.Dataset.from_generator(gen, output_signature=spec),
         epochs=2,

@@ -71,3 +71,22 @@ def assert_rerun_as_recorded(
         if gap > scale:
             far[name] = (gap, scale)
     assert far == {}, far
+
+
+def assert_json_as_recorded(got, want, rtol: float = 1e-6, atol: float = 1e-7, where="") -> None:
+    """A native rerun's JSON-shaped values as its record: the same structure, strings, ints and
+    booleans; floats within ``rtol``/``atol`` (another CPU rounds differently: on an AMD EPYC
+    machine TF 2.15's reruns were a float32 rounding or two off records made elsewhere)."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (where, got, want)
+        for key in want:
+            assert_json_as_recorded(got[key], want[key], rtol, atol, f"{where}/{key}")
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (where, got, want)
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert_json_as_recorded(a, b, rtol, atol, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, (int, float)), (where, got, want)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=where)
+    else:
+        assert got == want, (where, got, want)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixture_modules import assert_json_as_recorded
 
 import hookbridge
 from hookbridge._migrate.model_fn import compat
@@ -171,9 +172,8 @@ def _check_record(got: list, want: list) -> None:
 @pytest.mark.deep
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
 def test_the_recorded_evaluation_hooks_are_the_estimators(tmp_path):
-    assert native_runs(tmp_path) == json.loads(HOOKS_FILE.read_text()), (
-        "the native run no longer writes eval_hooks.json"
-    )
+    # Within float32 roundings, not bit for bit: another CPU rounds differently.
+    assert_json_as_recorded(native_runs(tmp_path), json.loads(HOOKS_FILE.read_text()))
 
 
 def test_evaluation_hooks_see_the_estimators_eval_tensors_batch_by_batch():

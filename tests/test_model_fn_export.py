@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixture_modules import assert_json_as_recorded
 
 import hookbridge
 from hookbridge._migrate.model_fn import compat
@@ -126,9 +127,8 @@ def model():
 @pytest.mark.deep
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
 def test_the_recorded_answers_are_the_estimators_export(tmp_path):
-    assert native_export(tmp_path) == json.loads(EXPORT_FILE.read_text()), (
-        "the native export no longer answers as export.json"
-    )
+    # Within float32 roundings, not bit for bit: another CPU rounds differently.
+    assert_json_as_recorded(native_export(tmp_path), json.loads(EXPORT_FILE.read_text()))
 
 
 def test_the_saved_model_answers_as_the_estimators_export(model, tmp_path):

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixture_modules import assert_json_as_recorded
 
 import hookbridge
 from hookbridge._migrate.model_fn import compat
@@ -200,9 +201,8 @@ def _predict(model, stop, **kwargs):
 @pytest.mark.deep
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
 def test_the_recorded_prediction_hooks_are_the_estimators(tmp_path):
-    assert native_runs(tmp_path) == json.loads(HOOKS_FILE.read_text()), (
-        "the native run no longer writes predict_hooks.json"
-    )
+    # Within float32 roundings, not bit for bit: another CPU rounds differently.
+    assert_json_as_recorded(native_runs(tmp_path), json.loads(HOOKS_FILE.read_text()))
 
 
 def test_prediction_hooks_see_the_estimators_predict_tensors_batch_by_batch(model):

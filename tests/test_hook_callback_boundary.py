@@ -64,7 +64,11 @@ def test_native_an_exception_leaving_the_session_closes_it_without_end():
                 with train.MonitoredSession(hooks=[witness]) as sess:
                     sess.run(train_op)
                     warnings.warn("an error now", UserWarning, stacklevel=2)
-    assert witness.session._closed and not witness.ended and witness.steps == [0]
+    # One step's after_run ran. Its global step is 0 or 1: natively the hook's read of the step
+    # and the unordered assign_add race in one run (DESIGN.md: the fresh value in ~18 % of
+    # runs; a CI run on tfkeras read 1); the step's value is not this test's subject.
+    assert witness.session._closed and not witness.ended
+    assert len(witness.steps) == 1 and witness.steps[0] in (0, 1), witness.steps
 
 
 class LogsExtra(keras.Model):

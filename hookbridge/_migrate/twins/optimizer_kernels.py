@@ -215,26 +215,47 @@ def classes(keras: Any) -> dict[str, type]:
                 _tfcompat.keras_optimizer_variable_index(self, variable)
             ]
 
-        def apply_gradients(self, *args: Any, **kwargs: Any) -> Any:
-            return self._reading_the_rate_once(super().apply_gradients, *args, **kwargs)
+        def apply_gradients(self, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            grads_and_vars = list(grads_and_vars)
+            grads = [grad for grad, _ in grads_and_vars]
+            return self._outermost(super().apply_gradients, grads, grads_and_vars, *args, **kwargs)
 
         if keras3:  # Keras 3's own train_step calls apply (apply_gradients calls it too)
 
-            def apply(self, *args: Any, **kwargs: Any) -> Any:
-                return self._reading_the_rate_once(super().apply, *args, **kwargs)
+            def apply(self, grads: Any, *args: Any, **kwargs: Any) -> Any:
+                return self._outermost(super().apply, grads, grads, *args, **kwargs)
 
-        def _reading_the_rate_once(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-            """``method(*args, **kwargs)`` reading the learning rate once for all its
-            variables, as TF1's ``_prepare`` converts it once (Keras reads it per variable:
-            one ``ReadVariableOp`` each a step); the same value, nothing assigns it between."""
+        def _outermost(self, method: Any, grads: Any, *args: Any, **kwargs: Any) -> Any:
+            """``method(*args, **kwargs)``, the optimizer's step, as TF1's optimizer takes it:
+
+            * the learning rate read once for all its variables, as TF1's ``_prepare``
+              converts it once (Keras reads it per variable: one ``ReadVariableOp`` each a
+              step); the same value, nothing assigns it between;
+            * in a traced step, the step counted only when it is taken: every op of the step
+              (the updates, and Keras's ``iterations.assign_add(1)``) waits for the
+              gradients. Keras's increment depends on nothing, so where the step's batch never
+              comes (an input of unknown length ends: Keras's last call of an epoch raises
+              ``OutOfRangeError``) Keras's executor may already have run it, and
+              ``iterations`` would count a step that was not taken (Keras 2.11+ and Keras 3 do
+              so natively); TF1's ``apply_gradients(global_step=)`` increments after the
+              updates, and the Estimator's global step counts taken steps only.
+            """
             outermost = self._hb_rates is None
-            if outermost:  # object's setattr: a plain attribute, not one Keras/TF track
-                object.__setattr__(self, "_hb_rates", {})
-            try:
+            if not outermost:
                 return method(*args, **kwargs)
+            object.__setattr__(self, "_hb_rates", {})  # a plain attribute, not tracked
+            try:
+                taken = [
+                    t
+                    for t in tf.nest.flatten(list(grads), expand_composites=True)
+                    if isinstance(t, tf.Tensor)
+                ]
+                if tf.executing_eagerly() or not taken:
+                    return method(*args, **kwargs)
+                with tf.control_dependencies([tf.group(*taken)]):
+                    return method(*args, **kwargs)
             finally:
-                if outermost:
-                    object.__setattr__(self, "_hb_rates", None)
+                object.__setattr__(self, "_hb_rates", None)
 
         _hb_rates: dict | None = None  # {dtype: the rate read}, while a call above runs
 

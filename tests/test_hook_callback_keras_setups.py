@@ -239,6 +239,72 @@ def test_a_step_count_the_bridge_mispredicted_is_found_at_the_next_epoch_and_rea
         assert pairs.seen == exact
 
 
+class EndSeesStep(StepPairs):
+    """StepPairs, plus the global step read through the session in ``end()``."""
+
+    def end(self, session):
+        self.at_end = int(session.run(self.gs))
+
+
+OPTIMIZERS = {"keras": lambda: keras.optimizers.Adagrad(0.1)}
+if not KERAS3:
+    OPTIMIZERS["legacy"] = lambda: keras.optimizers.legacy.Adagrad(0.1)
+
+
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
+def test_an_input_of_unknown_length_global_step_is_iterations_without_a_warning(optimizer):
+    """A filtered dataset (unknown length): each ``fit``'s first epoch ends with a call that
+    finds the end of the data (``on_train_batch_begin`` without its ``_end``). Keras 2.11+'s and
+    Keras 3's own optimizers count that call in ``iterations`` (their increment waits for
+    nothing: the hooks' steps skip one there, as ``iterations`` does); the legacy optimizer does
+    not. Either way the hooks read ``iterations`` exactly after each step, with no warning: it is
+    Keras's own count, not a misprediction (the bridge warned "where the bridge counted" at
+    every such epoch and read after every step from then on). In ``end()`` they see the step
+    after the last step taken, as natively (``conformance/test_semantics.py``), whatever
+    Keras's optimizer counted after it."""
+    x, y = make_data(n=47)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=OPTIMIZERS[optimizer](), loss="mse")
+    real: list[int] = []
+    ends: list[tuple[int, int]] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).filter(lambda a, b: True)
+            pairs = EndSeesStep()
+            callbacks = [hookbridge.HookCallback([pairs]), _iterations_per_batch(model, real)]
+            model.fit(data, epochs=2, verbose=0, callbacks=callbacks)
+            ends.append((pairs.at_end, real[-1]))
+            assert [fresh for _, fresh in pairs.seen] == real[-len(pairs.seen) :]
+    told = [str(w.message) for w in caught if "where the bridge counted" in str(w.message)]
+    assert told == []
+    assert len(real) == 2 * 2 * 6  # 6 batches an epoch, the last of 7 rows
+    assert all(at_end == last for at_end, last in ends), ends
+    counted_the_end = real[-1] > len(real)
+    assert counted_the_end == (optimizer == "keras"), real  # what Keras's optimizer does
+
+
+def test_a_model_keras_builds_on_its_first_batch():
+    """No input shape: Keras 3 builds the model before the callbacks' start and the hooks run;
+    Keras 2 builds it in the first step, after ``on_train_begin``, where the hooks' graph needs
+    its weights: a clear error naming the model and the fix, not Keras's own."""
+    x, y = make_data(n=32)
+    model = keras.Sequential([keras.layers.Dense(1)], name="built_late")
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    pairs = StepPairs()
+    run = lambda: model.fit(  # noqa: E731
+        x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hookbridge.HookCallback([pairs])]
+    )
+    if KERAS3:
+        run()
+        assert pairs.seen == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    else:
+        with pytest.raises(ValueError, match="'built_late' has no weights yet") as raised:
+            run()
+        assert "model.build(input_shape)" in str(raised.value)
+
+
 # -- item 15: a backend other than TensorFlow -------------------------------------------------
 def test_a_backend_other_than_tensorflow_is_refused_naming_it():
     require_tensorflow_backend("tensorflow")  # this process's: accepted

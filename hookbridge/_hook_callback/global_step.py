@@ -15,6 +15,13 @@ only when its value may differ from what the bridge can predict:
 * Python code assigns it (another callback, user code, a thread): ``assign``/``assign_add``/
   ``assign_sub`` of that variable object are watched while a run is active and mark the value
   stale, so the next read by a hook reads the variable;
+* a Keras step that began and never ended (on an input of unknown length, an epoch's last
+  call finds the end of the data: ``on_train_batch_begin`` without its ``_end``): Keras 2.11+'s
+  and Keras 3's optimizers may have counted it (their ``iterations.assign_add`` waits for
+  nothing, so Keras's executor may run it in the call that had no batch; the legacy Keras and
+  TF1 optimizers, and the census twin's, do not). Read at the next epoch start, with no
+  warning: it is Keras's own count. The hooks' ``end()`` right after it sees the step after the
+  last step taken, as natively (``tests/conformance/test_semantics.py``);
 * anything else (a checkpoint restored into it, another worker): seen at the next epoch start,
   where the value is read again (docs/limits.md). If that read finds another value than the
   predicted one, with no watched write since the last read, the prediction was wrong: a warning
@@ -121,6 +128,7 @@ class GlobalStep:
 
     __slots__ = (
         "_checking",
+        "_open",
         "_read",
         "_read_value",
         "_watching",
@@ -151,6 +159,7 @@ class GlobalStep:
         self._watching = False
         self._read_value = start  # the value the variable had at the last read
         self._checking = False  # whether the next read checks the predicted value
+        self._open = False  # a Keras step began and has not ended
 
     # -- lifecycle ----------------------------------------------------------------------------
     def watch(self) -> None:
@@ -170,10 +179,13 @@ class GlobalStep:
 
     def verify(self) -> None:
         """Reads the variable at the next use (an epoch start): what no watch sees. When steps
-        were predicted since the last read, that read also checks the prediction."""
+        were predicted since the last read, that read also checks the prediction, unless a step
+        began and never ended (Keras's call that found the end of the data, which Keras's
+        optimizer may have counted: no prediction to check)."""
         if self.variable is not None:
-            self._checking = not self.dirty and self.value != self._read_value
+            self._checking = not self._open and not self.dirty and self.value != self._read_value
             self.dirty = True
+        self._open = False
 
     # -- per Keras step -----------------------------------------------------------------------
     def before_step(self) -> None:
@@ -181,11 +193,13 @@ class GlobalStep:
         if self.dirty:
             self.refresh()
         self.pre = self.value
+        self._open = True
 
     def after_step(self, batches: int) -> None:
         """After a Keras step that Keras reports as covering ``batches`` batches: the variable's
         new value, predicted for one batch (no read) and read otherwise (see the module
         docstring); without a variable, counted (at most ``batches``)."""
+        self._open = False
         if self.dirty or self.may_skip or batches != 1:
             if self.variable is not None:
                 self.refresh()

@@ -108,7 +108,7 @@ class BridgeRun:
         until :meth:`close`), its reads and writes of the model."""
         side = SideGraph(
             log_keys=access.log_keys(log_names),
-            weights=list(model.weights),
+            weights=_built_weights(model, mode),
             outputs=output_specs(model) if mode == "predict" else None,
             weight_names=tf1_names(model),  # an assignment map's names (restore_checkpoint)
         )
@@ -349,6 +349,21 @@ class BridgeRun:
         finally:
             if session is not None:
                 session._close_real()
+
+
+def _built_weights(model: Any, mode: str) -> list:
+    """``model.weights``; a clear error where Keras has not built the model yet."""
+    try:
+        return list(model.weights)
+    except ValueError as error:  # Keras 2 / tf_keras: a model without an input shape
+        raise ValueError(
+            f"HookCallback: the model {getattr(model, 'name', model)!r} has no weights yet at the "
+            f"start of {mode}: Keras 2 builds a model given no input shape on its first batch, "
+            "after the callbacks' start, where the hooks' graph is made from the weights "
+            "(natively a TF1 graph is whole before the hooks' begin()). Build it before: give "
+            "its first layer an input shape (keras.Input), call model.build(input_shape), or "
+            "call the model on one batch."
+        ) from error
 
 
 def _takes_collection_saver(hook: Any) -> bool:

@@ -1,5 +1,12 @@
 """Edges where ``model_fn_model`` could silently differ from the Estimator.
 
+The global step: the Estimator makes it before calling the ``model_fn`` in every mode, so the
+pattern of TensorFlow's custom-Estimator guide, ``minimize(loss,
+global_step=tf.compat.v1.train.get_global_step())`` (and a learning-rate decay on that step),
+finds it. ``model_fn_model`` made it only when the ``model_fn`` asked ``get_or_create``: such a
+``model_fn`` trained without counting its steps, or failed in its decay. The native side is the
+``model_fn`` trained in a TF1 graph and session, as the Estimator runs it.
+
 Mixed precision: under a ``mixed_float16`` global policy, Keras' ``__call__`` would cast the
 float32 features to float16 before the ``model_fn`` ran; the Estimator fed the ``model_fn`` what
 the ``input_fn`` gave. The native side here is the ``model_fn`` run in a TF1 graph and session
@@ -12,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 import hookbridge
+from hookbridge._hook_callback.graph import tf1_names
 from hookbridge.estimator_compat import EstimatorSpec, ModeKeys
 
 v1 = tf.compat.v1
@@ -65,6 +73,60 @@ def test_mixed_float16_policy_does_not_cast_the_features():
 
 
 # ---- a SparseTensor example batch (what an input_fn's parse_example yields) ----
+#: (mode, whether get_global_step() found the step) per model_fn call.
+STEP_FOUND: list = []
+
+
+def _guide_model_fn(features, labels, mode, params):
+    """The custom-Estimator guide's pattern: the step from ``get_global_step()``, never made."""
+    step = v1.train.get_global_step()
+    STEP_FOUND.append((mode, step is not None))
+    w = v1.get_variable("w", [2, 1], initializer=v1.constant_initializer(W))
+    b = v1.get_variable("b", [1], initializer=v1.constant_initializer([0.1]))
+    pred = tf.matmul(features["x"], w) + b
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"y": pred})
+    loss = tf.reduce_mean(tf.square(pred - labels))
+    if mode == ModeKeys.EVAL:
+        return EstimatorSpec(mode, loss=loss)
+    rate = v1.train.exponential_decay(0.1, step, decay_steps=2, decay_rate=0.5, staircase=True)
+    train_op = v1.train.GradientDescentOptimizer(rate).minimize(loss, global_step=step)
+    return EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _guide_batches():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 2, 2)).astype(np.float32)
+    return x, (x @ np.array([[0.5], [-1.0]], np.float32) + 0.2).astype(np.float32)
+
+
+def test_get_global_step_finds_the_step_as_under_the_estimator():
+    x, y = _guide_batches()
+    with tf.Graph().as_default():  # native: the Estimator's graph, its step made first
+        step = v1.train.get_or_create_global_step()
+        xs, ys = v1.placeholder(tf.float32, [None, 2]), v1.placeholder(tf.float32, [None, 1])
+        spec = _guide_model_fn({"x": xs}, ys, ModeKeys.TRAIN, {})
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for k in range(4):
+                sess.run(spec.train_op, {xs: x[k], ys: y[k]})
+            native_step = sess.run(step)
+            native = {v.op.name: sess.run(v) for v in v1.trainable_variables()}
+    STEP_FOUND.clear()
+    model = hookbridge.model_fn_model(_guide_model_fn, features={"x": x[0]}, labels=y[0])
+    model.fit({"x": x.reshape(-1, 2)}, y.reshape(-1, 1), batch_size=2, shuffle=False, verbose=0)
+    model.evaluate({"x": x[0]}, y[0], verbose=0)
+    assert native_step == 4 and int(model.optimizer.iterations.numpy()) == 4
+    names = tf1_names(model)
+    trained = {names[i]: w.numpy() for i, w in enumerate(model.weights) if i in names}
+    assert sorted(trained) == sorted(native) == ["b", "w"]
+    for name, value in native.items():  # the decayed rate (0.1, 0.1, 0.05, 0.05) applied
+        np.testing.assert_allclose(trained[name], value, rtol=1e-6, err_msg=name)
+    modes = {mode for mode, _ in STEP_FOUND}
+    assert modes == {ModeKeys.PREDICT, ModeKeys.TRAIN, ModeKeys.EVAL}, STEP_FOUND
+    assert all(found for _, found in STEP_FOUND), STEP_FOUND
+
+
 def _sparse_batch() -> tf.SparseTensor:
     return tf.sparse.SparseTensor([[0, 0], [1, 1], [1, 2]], [1.0, -0.5, 2.0], [2, 3])
 

@@ -5,8 +5,9 @@ Each call of the ``model_fn`` (each ``tf.function`` trace: ``fit``'s, ``predict`
 fresh ``tf.Graph`` gave each call) and a ``variable_creator_scope`` that answers every variable
 the TF1 code creates (``tf.compat.v1.get_variable``, ``variable_scope``, an optimizer's slots
 and ``beta1_power``, ``tf.Variable``) with the Keras weight of that name, made on the first
-call. ``get_or_create_global_step()`` gets the step variable the model counts with (its Keras
-optimizer's ``iterations``).
+call. The global step is there before the ``model_fn`` runs, as the Estimator made it:
+``get_global_step()`` and ``get_or_create_global_step()`` get the step variable the model counts
+with (its Keras optimizer's ``iterations``).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class VariableStore:
 
         with _tfcompat.fresh_tf1_graph_state(graph), tf.variable_creator_scope(creator):
             with graph.name_scope(None):  # the model_fn ran at the root of its graph
+                # The Estimator makes the global step before it calls the model_fn, in every
+                # mode (Estimator._create_and_assert_global_step): get_global_step() finds it.
+                tf.compat.v1.train.get_or_create_global_step(graph)
                 yield graph
 
     def _variable(

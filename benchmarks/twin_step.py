@@ -32,8 +32,19 @@ Method (as ``bench.py``): a case's per-step time is the slope inside one long ru
 ``--skip`` steps, tracing and session start-up, left out), timed at each step's end by a hook or
 callback; the cases alternate ``--repeats`` times in one process with gc frozen while timed; each
 case's fastest run decides (interference only slows a run down), the median of the paired ratios
-is printed beside it. Both sides run TensorFlow with one inter-op and one intra-op thread: the
-Estimator's session as census's fixture runs it, the twin's eager context likewise.
+is printed beside it.
+
+Threads (``--threads``). ``caller`` (the default) runs both sides as census's fixture runs its
+Estimator: every op in the calling thread, one intra-op thread. The Estimator's session has that
+from ``inter_op_parallelism_threads=-1``; an eager context has no such setting (there -1 means
+TensorFlow's default pool, whose threads were seen running the step's ops), so the Keras cases
+run their ``fit`` under TensorFlow's single-threaded executor
+(``tf.experimental.function_executor_type("SINGLE_THREADED_EXECUTOR")``: each op of the traced
+step runs in the calling thread), with one inter-op and one intra-op thread. ``twin_pool``
+beside them is the same twin on the default executor, which hands the step's ops to the one
+inter-op thread: what this benchmark compared with the Estimator before 2026-11-28 21:40 UTC.
+``default``: TensorFlow's defaults on both sides (the ``RunConfig``'s default session config;
+the eager context's default thread pools and executor), what a team gets without setting any.
 ``--calls`` counts the Python function calls ``fit`` makes per step (``sys.setprofile`` over 20
 steps) with batches of 40 and of 400 rows: equal counts mean the feature-column layers do
 no per-example Python work. Prints figures; asserts nothing. Log: ``twin_step.md``.
@@ -42,6 +53,7 @@ no per-example Python work. Prints figures; asserts nothing. Log: ``twin_step.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import platform
@@ -106,10 +118,36 @@ class _Frozen:
         gc.unfreeze()
 
 
-def estimator_run(root: Path, steps: int, skip: int, clock) -> tuple[float, float]:
+#: ``--threads``: the Estimator's session config (None: the RunConfig's default) and the
+#: executor the Keras cases' ``fit`` runs under (None: the default executor).
+THREADS = {
+    "caller": ("fixture", "SINGLE_THREADED_EXECUTOR"),
+    "default": (None, None),
+}
+
+
+THREAD_WORDS = {
+    "caller": "every op in the calling thread (the Keras cases on the single-threaded executor), "
+    "one intra-op thread",
+    "default": "TensorFlow's defaults",
+}
+
+
+def executor(name: str | None):
+    """The context a Keras case's ``fit`` runs in: TensorFlow's executor ``name`` for the
+    ``tf.function`` calls made inside it, or the default one."""
+    if name is None:
+        return contextlib.nullcontext()
+    return tf.experimental.function_executor_type(name)
+
+
+def estimator_run(
+    root: Path, steps: int, skip: int, clock, config: str | None = "fixture"
+) -> tuple[float, float]:
     """``Estimator.train`` of ``steps`` steps from a fresh copy of the fixture: seconds per
     step, and per ``Session.run`` (timed from the last hook's ``before_run`` to its
-    ``after_run``: the graph and the session's own Python, none of the hooks')."""
+    ``after_run``: the graph and the session's own Python, none of the hooks'). ``config``:
+    ``"fixture"`` (census's session config) or None (the RunConfig's default)."""
     from fixtures.census_twin import native
 
     class Stamp(tf.compat.v1.train.SessionRunHook):
@@ -127,7 +165,8 @@ def estimator_run(root: Path, steps: int, skip: int, clock) -> tuple[float, floa
     shutil.copytree(FIXTURE, model_dir, dirs_exist_ok=True)
     stamp = Stamp()
     with _Frozen():
-        native.estimator(model_dir).train(dataset, hooks=[stamp], steps=steps)
+        settings = {} if config == "fixture" else {"session_config": None}
+        native.estimator(model_dir, **settings).train(dataset, hooks=[stamp], steps=steps)
     shutil.rmtree(model_dir)
     return slope(stamp.stamps, skip), inside(stamp.begins, stamp.stamps, skip)
 
@@ -176,12 +215,15 @@ class _StampCallback(tf.keras.callbacks.Callback):
         )
 
 
-def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> tuple[float, float]:
-    """``fit`` of ``steps`` steps (one epoch) on the same batches; seconds/step. With
-    ``per_execution`` steps a call (``compile(steps_per_execution=)``), the callback stamps once
-    a call: the slope is divided by it."""
+def twin_run(
+    twin, steps: int, skip: int, clock, per_execution: int = 1, executor_type: str | None = None
+) -> tuple[float, float]:
+    """``fit`` of ``steps`` steps (one epoch) on the same batches, under :func:`executor`
+    ``executor_type``; seconds/step. With ``per_execution`` steps a call
+    (``compile(steps_per_execution=)``), the callback stamps once a call: the slope is divided
+    by it."""
     stamp = _StampCallback(clock)
-    with _Frozen():
+    with _Frozen(), executor(executor_type):
         twin.fit(
             dataset(), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0, callbacks=[stamp]
         )
@@ -189,7 +231,13 @@ def twin_run(twin, steps: int, skip: int, clock, per_execution: int = 1) -> tupl
 
 
 def twin_hooks_run(
-    twin, root: Path, steps: int, skip: int, clock, per_execution: int = 1
+    twin,
+    root: Path,
+    steps: int,
+    skip: int,
+    clock,
+    per_execution: int = 1,
+    executor_type: str | None = None,
 ) -> tuple[float, float]:
     """As :func:`twin_run`, with what ``Estimator.train`` runs per step beside the model: the
     hooks ``estimator_hooks`` builds for the Estimator's ``RunConfig`` (``native.estimator``'s:
@@ -212,7 +260,7 @@ def twin_hooks_run(
         )
     )
     stamp = _StampCallback(clock)
-    with _Frozen():
+    with _Frozen(), executor(executor_type):
         twin.fit(
             dataset(),
             steps_per_epoch=steps,
@@ -323,11 +371,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the twin runs this many steps a tf.function call (Keras's compile argument; "
         "default 1, plain fit)",
     )
+    parser.add_argument(
+        "--threads",
+        choices=sorted(THREADS),
+        default="caller",
+        help="caller: every op in the calling thread, one intra-op thread, both sides (default); "
+        "default: TensorFlow's default threads, both sides",
+    )
     args = parser.parse_args(argv)
     if args.short:
         args.steps, args.skip, args.repeats = 60, 10, 1
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    session_config, executor_type = THREADS[args.threads]
+    if args.threads == "caller":
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.get_logger().setLevel("ERROR")
     print(f"machine: {machine()}")
     root = Path(tempfile.mkdtemp(prefix="twin_step_"))
@@ -339,26 +396,31 @@ def main(argv: list[str] | None = None) -> int:
                 model.compile(optimizer=model.optimizer, loss=model.loss, steps_per_execution=k)
         clock = CLOCK[args.clock]
         floor = keras_floor(k)
+        run = (args.steps, args.skip, clock, k, executor_type)
         cases = {
-            "twin": lambda: twin_run(twin, args.steps, args.skip, clock, k),
-            "twin_keras_call": lambda: twin_run(keras_call, args.steps, args.skip, clock, k),
-            "twin_hooks": lambda: twin_hooks_run(twin, root, args.steps, args.skip, clock, k),
-            "keras_floor": lambda: twin_run(floor, args.steps, args.skip, clock, k),
+            "twin": lambda: twin_run(twin, *run),
+            "twin_keras_call": lambda: twin_run(keras_call, *run),
+            "twin_hooks": lambda: twin_hooks_run(twin, root, *run),
+            "keras_floor": lambda: twin_run(floor, *run),
         }
+        if executor_type is not None:  # the twin as this benchmark ran it before --threads
+            cases["twin_pool"] = lambda: twin_run(twin, *run[:-1], None)
         if has_estimator():
-            cases["estimator"] = lambda: estimator_run(root, args.steps, args.skip, clock)
+            cases["estimator"] = lambda: estimator_run(
+                root, args.steps, args.skip, clock, session_config
+            )
         times: dict[str, list[float]] = {name: [] for name in cases}
         inner: dict[str, list[float]] = {name: [] for name in cases}
-        for run in cases.values():  # warm-up: tracing, the first session
-            run()
+        for case in cases.values():  # warm-up: tracing, the first session
+            case()
         for _ in range(args.repeats):
-            for name, run in cases.items():
-                step, call = run()
+            for name, case in cases.items():
+                step, call = case()
                 times[name].append(step)
                 inner[name].append(call)
         print(
             f"\n{args.steps} steps a run ({args.skip} untimed), {args.repeats} repeats, "
-            f"batch {data.BATCH}, one inter-op and one intra-op thread, {args.clock} clock\n"
+            f"batch {data.BATCH}, threads: {THREAD_WORDS[args.threads]}, {args.clock} clock\n"
         )
         print(
             "| case | fastest ms/step | median ms/step | steps/s (fastest) "
@@ -376,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntwin / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")
             if not args.short:
                 print("verdict (twin no slower):", "PASS" if ratio <= 1.0 else "MISS")
-            for name in ("twin_keras_call", "twin_hooks", "keras_floor"):
+            for name in ("twin_keras_call", "twin_hooks", "keras_floor", "twin_pool"):
+                if name not in times:
+                    continue
                 ratio = min(times[name]) / min(times["estimator"])
                 paired = statistics.median(a / b for a, b in zip(times[name], times["estimator"]))
                 print(f"{name} / estimator: {ratio:.3f} (fastest), {paired:.3f} (median of pairs)")

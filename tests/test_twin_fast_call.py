@@ -11,7 +11,10 @@ Keras 3), a second ``fit`` under ``HookCallback`` with ``estimator_hooks`` writi
 checkpoint, ``evaluate`` and ``predict`` (not touched by the lever), then 4 steps a call
 (``compile(steps_per_execution=4)``, a ragged last call). Every loss, the checkpoint (read back
 with ``tf.train.load_checkpoint``), every weight, the evaluation and the predictions are equal
-bit for bit, and the flat call did run. Small native Keras models check the fallbacks (a new
+bit for bit, and the flat call did run. The flat run once more on TensorFlow's single-threaded
+executor (``tf.experimental.function_executor_type``, every op in the calling thread: how
+``benchmarks/twin_step.py`` runs the twin like the Estimator's caller-thread session) trains
+bit for bit the same too. Small native Keras models check the fallbacks (a new
 input structure retraces through Keras, a ``MirroredStrategy``, the off switch).
 """
 
@@ -49,7 +52,8 @@ def census_batches(seed: int, rows: int, unknown_length: bool = False) -> tf.dat
 
 
 def train(twin, model_dir: Path, flat: bool) -> dict:
-    """The run of the module docstring, plain ``fit`` (one step a call), from step 300."""
+    """The run of the module docstring, plain ``fit`` (one step a call), from step 300, under
+    the executor the caller set (``tf.experimental.function_executor_type``)."""
     assert hookbridge.restore_checkpoint(twin, model_dir, "auto") == 300
     twin.flat_train_function = flat
     run: dict = {"losses": BatchLosses()}
@@ -109,26 +113,29 @@ def counted(function, run: dict) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One twin (its traces shared), trained from step 300 with Keras's own call, then again
-    from step 300 called flat: plain, then 4 steps a call."""
+    from step 300 called flat (on the default executor, then on the single-threaded one):
+    plain, then 4 steps a call."""
     tmp = tmp_path_factory.mktemp("twin_flat")
-    for name in ("keras", "flat", "keras4", "flat4"):
+    for name in ("keras", "flat", "single", "keras4", "flat4"):
         shutil.copytree(FIXTURE, tmp / name)
     twin = hookbridge.keras_twin("DNNLinearCombinedClassifier", **columns.estimator_arguments())
-    keras_run = train(twin, tmp / "keras", flat=False)
+    runs = {"keras": train(twin, tmp / "keras", flat=False)}
     function = twin.train_function
     assert isinstance(function, _keras_call.FlatTrainFunction)
-    keras_run = counted(function, keras_run)
-    flat_run = counted(function, train(twin, tmp / "flat", flat=True))
+    runs["keras"] = counted(function, runs["keras"])
+    runs["flat"] = counted(function, train(twin, tmp / "flat", flat=True))
+    with tf.experimental.function_executor_type("SINGLE_THREADED_EXECUTOR"):
+        runs["single"] = counted(function, train(twin, tmp / "single", flat=True))
     twin.compile(optimizer=twin.optimizer, loss=twin.loss, steps_per_execution=4)
     keras4 = train_per_execution(twin, tmp / "keras4", flat=False)
     function4 = twin.train_function
-    keras4 = counted(function4, keras4)
-    flat4 = counted(function4, train_per_execution(twin, tmp / "flat4", flat=True))
-    return keras_run, flat_run, keras4, flat4
+    runs["keras4"] = counted(function4, keras4)
+    runs["flat4"] = counted(function4, train_per_execution(twin, tmp / "flat4", flat=True))
+    return runs
 
 
 def test_the_flat_call_ran_and_not_when_off(runs):
-    keras_run, flat_run, keras4, flat4 = runs
+    keras_run, flat_run, keras4, flat4 = (runs[k] for k in ("keras", "flat", "keras4", "flat4"))
     # 7 batches an epoch (one found the end of the data on Keras 3), three iterators:
     assert keras_run["calls"][0] == 0 and keras_run["calls"][1] >= 3 * 7
     assert flat_run["calls"][1] == 3 and flat_run["calls"][0] >= 3 * 7 - 3, flat_run["calls"]
@@ -137,8 +144,10 @@ def test_the_flat_call_ran_and_not_when_off(runs):
     assert sum(flat4["calls"]) == sum(keras4["calls"])
 
 
-def test_losses_checkpoint_and_weights_equal_bit_for_bit(runs):
-    keras_run, flat_run, _, _ = runs
+@pytest.mark.parametrize("flat", ["flat", "single"])
+def test_losses_checkpoint_and_weights_equal_bit_for_bit(runs, flat):
+    keras_run, flat_run = runs["keras"], runs[flat]
+    assert flat_run["calls"][0] >= 3 * 7 - 3, flat_run["calls"]
     assert len(flat_run["losses"].losses) == 3 * 7
     assert flat_run["losses"].losses == keras_run["losses"].losses
     assert flat_run["epoch_losses"] == keras_run["epoch_losses"]
@@ -152,14 +161,15 @@ def test_losses_checkpoint_and_weights_equal_bit_for_bit(runs):
     assert_weights_equal(flat_run, keras_run)
 
 
-def test_evaluate_and_predict_equal(runs):
-    keras_run, flat_run, _, _ = runs
+@pytest.mark.parametrize("flat", ["flat", "single"])
+def test_evaluate_and_predict_equal(runs, flat):
+    keras_run, flat_run = runs["keras"], runs[flat]
     assert flat_run["evaluate"] == keras_run["evaluate"]
     np.testing.assert_array_equal(flat_run["predict"], keras_run["predict"])
 
 
 def test_steps_per_execution_equal_bit_for_bit(runs):
-    _, _, keras4, flat4 = runs
+    keras4, flat4 = runs["keras4"], runs["flat4"]
     assert len(flat4["losses"].losses) == 2 * 2  # one logs a call
     assert flat4["losses"].losses == keras4["losses"].losses
     assert_weights_equal(flat4, keras4)

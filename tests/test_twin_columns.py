@@ -280,12 +280,15 @@ def _estimator_names(estimator_class, linear, dnn, model_dir, train: bool = Fals
         "code": np.array([["x"], ["y"], ["z"], ["w"]]),
     }
     labels = np.array([[0], [1], [0], [1]])
-    est = estimator_class(
-        linear_feature_columns=linear,
-        dnn_feature_columns=dnn,
-        dnn_hidden_units=[3],
-        model_dir=model_dir,
-    )
+    if dnn:
+        est = estimator_class(
+            linear_feature_columns=linear,
+            dnn_feature_columns=dnn,
+            dnn_hidden_units=[3],
+            model_dir=model_dir,
+        )
+    else:  # a linear-only canned Estimator
+        est = estimator_class(feature_columns=linear, model_dir=model_dir)
     if train:
         est.train(lambda: tf.data.Dataset.from_tensors((feats, labels)), steps=1)
         return dict(tf.train.list_variables(model_dir))
@@ -308,7 +311,8 @@ KINDS = ["V1 v1-shared", "V1 v2-shared", "V2 v2-shared", "V1 v2-shared linear-on
 
 
 def _kind(kind: str):
-    """The kind's Estimator class, its linear and dnn columns, and whether it is V1."""
+    """The kind's Estimator class, its linear and dnn columns (none: linear-only, a
+    ``LinearClassifier``), and whether it is V1."""
     v1 = kind.startswith("V1")
     city = fc.categorical_column_with_vocabulary_list("city", ["a", "b"], num_oov_buckets=1)
     uid = fc.categorical_column_with_identity("uid", 4)
@@ -335,6 +339,8 @@ def _kind(kind: str):
         fc.embedding_column(code, 2),
         *shared,
     ]
+    if kind.endswith("linear-only"):  # the shared embeddings in the linear model alone
+        return tf.compat.v1.estimator.LinearClassifier, linear, [], v1
     estimator = (
         tf.compat.v1.estimator.DNNLinearCombinedClassifier
         if v1
@@ -350,11 +356,12 @@ def test_checkpoint_names_are_the_estimators(kind, tmp_path):
     pytest.importorskip("tensorflow_estimator", exc_type=ImportError)
     estimator, linear, dnn, v1 = _kind(kind)
     native = _estimator_names(estimator, linear, dnn, str(tmp_path))
-    dnn_layer = twin_columns.input_layer(dnn, v1=v1)
+    dnn_layer = twin_columns.input_layer(dnn, v1=v1) if dnn else None
     linear_layer = twin_columns.linear_model(linear, v1=v1, share_with=dnn_layer)
     ours = {
         name: list(weight.shape)
         for layer in (dnn_layer, linear_layer)
+        if layer is not None
         for weight, name in layer.checkpoint_names()
     }
     other = ("Adagrad", "Ftrl", "global_step", "hiddenlayer", "logits", "training/")

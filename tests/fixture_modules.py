@@ -1,5 +1,5 @@
 """Loading a fixture directory's generator script as a module of its own name; a rerun of a
-keras3-written fixture checked against its record.
+fixture checked against its record, within what another CPU rounds differently.
 
 Several fixture directories hold a ``make_fixture.py``; imported as ``make_fixture`` through
 ``sys.path`` they are one module to Python, and whichever test file imports first wins for the
@@ -47,7 +47,14 @@ def assert_rerun_as_recorded(
         np.testing.assert_allclose(got[:8], want[:8], rtol=2e-5, err_msg=run)
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=0, err_msg=run)
     assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in fixture.iterdir())
-    mine, theirs = (tf.train.load_checkpoint(str(d)) for d in (written, fixture))
+    assert_checkpoint_as_recorded(str(written), str(fixture))
+
+
+def assert_checkpoint_as_recorded(written: str, fixture: str, scale: float = 1e-5) -> None:
+    """The checkpoint at ``written`` (a directory or a checkpoint prefix) has the recorded one's
+    names and shapes, each non-float tensor equal and each float tensor within ``scale`` of the
+    largest value of its kind (1e-9 at least): another CPU's roundings, not a stale fixture."""
+    mine, theirs = (tf.train.load_checkpoint(p) for p in (written, fixture))
     shapes = theirs.get_variable_to_shape_map()
     assert mine.get_variable_to_shape_map() == shapes
     # A tensor's scale is that of its kind (the last part of its name: every ``bias``, every
@@ -66,10 +73,10 @@ def assert_rerun_as_recorded(
             if not np.array_equal(a, b):
                 far[name] = "differs"
             continue
-        scale = max(kind_scale[name.rsplit("/", 1)[-1]] * 1e-5, 1e-9)
+        allowed = max(kind_scale[name.rsplit("/", 1)[-1]] * scale, 1e-9)
         gap = float(np.abs(a.astype(np.float64) - b).max(initial=0.0))
-        if gap > scale:
-            far[name] = (gap, scale)
+        if gap > allowed:
+            far[name] = (gap, allowed)
     assert far == {}, far
 
 

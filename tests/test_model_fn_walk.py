@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixture_modules import assert_checkpoint_as_recorded, assert_json_as_recorded
 
 from hookbridge._migrate.model_fn import compat
 from hookbridge._migrate.upgrade import engine
@@ -88,7 +89,10 @@ def walked(tmp_path_factory):
 @pytest.mark.skipif(not compat.NATIVE, reason="the Estimator runs on TF 2.15 only")
 def test_the_estimator_half_is_the_fixtures_run_bit_for_bit(tmp_path):
     """The walk's Estimator half, run as written, writes the fixture the CI walk starts from:
-    its losses, predictions and continuation, and its step-30 checkpoint, bit for bit."""
+    its losses, predictions and continuation (rtol 2e-5, the issue's first-steps tolerance), and
+    its step-30 checkpoint (each tensor within 1e-5 of its kind's largest value): bit for bit on
+    the machine that recorded them; on an AMD EPYC machine 30 Adam steps took a loss 2.3e-6
+    relative off."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(EXAMPLE))
         for name in MODULES:
@@ -102,14 +106,12 @@ def test_the_estimator_half_is_the_fixtures_run_bit_for_bit(tmp_path):
             for name in MODULES:
                 sys.modules.pop(name, None)
     written = json.loads((tmp_path / "estimator.json").read_text())
-    assert written["train_losses"] == BERT["train_losses"]
-    assert written["predictions"] == BERT["predictions"]
-    assert written["continued_losses"] == BERT["continued_losses"]
-    mine = tf.train.load_checkpoint(str(tmp_path / "model_dir" / "model.ckpt-30"))
-    fixture = tf.train.load_checkpoint(str(FIXTURE / "bert" / "model_dir" / "model.ckpt-30"))
-    assert mine.get_variable_to_shape_map() == fixture.get_variable_to_shape_map()
-    for name in fixture.get_variable_to_shape_map():
-        np.testing.assert_array_equal(mine.get_tensor(name), fixture.get_tensor(name), name)
+    for key in ("train_losses", "predictions", "continued_losses"):  # 30 Adam steps amplify
+        assert_json_as_recorded(written[key], BERT[key], rtol=2e-5, where=key)  # a rounding
+    assert_checkpoint_as_recorded(
+        str(tmp_path / "model_dir" / "model.ckpt-30"),
+        str(FIXTURE / "bert" / "model_dir" / "model.ckpt-30"),
+    )
 
 
 def test_fit_continues_the_estimators_model_dir_as_the_estimator_did(walked):

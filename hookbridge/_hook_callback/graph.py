@@ -189,6 +189,7 @@ class SideGraph:
         self._bridge_var_ops = {v.op for v in self.mirrors}
         self._step_var_op = self.global_step.op
         self._deps_cache: dict[frozenset, Dependencies] = {}
+        self.init_by_scaffold = False  # whether the Scaffold's init_op is its default one
 
     def initializers_replaced(self) -> tuple[bool, bool]:
         """Whether a hook replaced the global step's / a mirror's initializer (as

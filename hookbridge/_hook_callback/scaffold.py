@@ -4,9 +4,10 @@
 callable building one in the bridge's graph). It is finalized after every hook's ``begin()`` and
 run as ``ChiefSessionCreator`` / ``SessionManager.prepare_session`` run it: ``init_op`` with
 ``init_feed_dict``, ``init_fn(scaffold, session)``, ``local_init_op`` once
-``ready_for_local_init_op`` is ready, then the ``ready_op`` check. Before that, the bridge's own
-variables (global step, weight mirrors) are initialized from the Keras model, so a Scaffold's
-``init_op`` that does not cover them still leaves the model ready.
+``ready_for_local_init_op`` is ready, then the ``ready_op`` check. The bridge's own variables
+(global step, weight mirrors) are initialized from the Keras model by the default ``init_op``
+(one run, as natively); before a Scaffold's own ``init_op``, by the bridge, so an ``init_op``
+that does not cover them still leaves the model ready.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def finalize_scaffold(scaffold: ScaffoldArg, side: SideGraph) -> Scaffold:
             )
         scaffold = made
     side.build_init_op()  # after begin(): an initializer replaced there is the one to run
+    # Scaffold.finalize builds init_op only when none was given: global_variables_initializer
+    side.init_by_scaffold = scaffold.init_op is None
     scaffold.finalize()
     _check_graph(scaffold, side.graph)
     return scaffold
@@ -98,20 +101,23 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
     """
     side = resolver.side
     weight_feeds = resolver.weight_feeds()
-    # A first sync builds the session's executor for it now rather than at the first checkpoint
-    # in the middle of training; the initializers below then set the values.
-    resolver.sync(resolver.global_step.current(), True, weight_feeds)
     real = resolver.session  # the real session: initializers are the bridge's own runs
-    real.run(side.init_op, weight_feeds)
     init_op = scaffold.init_op
+    # The default init_op initializes every global variable, the bridge's too: it is the one
+    # run of them, as natively. A Scaffold's own init_op runs after the bridge's initializers.
+    covered = side.init_by_scaffold and _runs_all(init_op, side.init_op.control_inputs)
+    if not covered:
+        real.run(side.init_op, weight_feeds)
     if init_op is not None:
         feeds = dict(weight_feeds)
         feeds.update(scaffold.init_feed_dict or {})
         real.run(init_op, feeds)
     # The initializers left the mirrors equal to the model (or to what a replaced initializer
-    # restored: pulled below) and the global step variable at its initial value.
+    # restored: pulled below) and the global step variable at its initial value: 0 (its
+    # zeros initializer), unless a hook replaced that or a Scaffold's own init_op ran after it.
     resolver.weights_at = resolver.generation
-    resolver.step_in_graph = None
+    step_replaced, weights_replaced = side.initializers_replaced()
+    resolver.step_in_graph = 0 if covered and not step_replaced else None
     if scaffold.init_fn is not None:
         scaffold.init_fn(session)  # TF wraps the user's init_fn(scaffold, session)
     ready, message = _ready(scaffold.ready_for_local_init_op, session)
@@ -131,9 +137,25 @@ def prepare_session(scaffold: Scaffold, session: BridgeSession, resolver: Resolv
             f"Init operations did not make model ready.  Init op: {_name(init_op)}, init fn: "
             f"{scaffold.init_fn}, local_init_op: {_name(scaffold.local_init_op)}, error: {message}"
         )
-    step_replaced, weights_replaced = side.initializers_replaced()
     if step_replaced or weights_replaced:  # init_from_checkpoint in a hook's begin()
         resolver.pull(step_replaced, weights_replaced)
+
+
+def _runs_all(op: Any, ops: Any) -> bool:
+    """Whether running ``op`` runs each of ``ops``: ``op`` is one of them or a ``tf.group``
+    (nested, as ``tf.group`` nests per device) whose control inputs hold them all, as the
+    default ``init_op`` (``global_variables_initializer``) holds the initializer of every
+    variable still in the ``GLOBAL_VARIABLES`` collection."""
+    wanted, stack, seen = set(ops), [op], set()
+    while stack and wanted:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        wanted.discard(op)
+        if op.type == "NoOp":
+            stack.extend(op.control_inputs)
+    return not wanted
 
 
 def _ready(op: Any, session: Any) -> tuple[bool, str | None]:

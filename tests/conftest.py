@@ -200,3 +200,19 @@ def run_native(make_hooks, steps: int, loss_values=None):
                 sess.run(train_op, feed_dict={loss_in: loss_values[runs]})
                 runs += 1
     return runs
+
+
+@pytest.fixture(autouse=True)
+def _keras2_v2_classes():
+    """Keras 2 (TF 2.15, tf_keras) swaps a layer class's bases to their v1 ones, process-wide,
+    whenever a layer of that class is made in a v1 graph (``version_utils.swap_class``: a
+    ``model_fn``'s ``tf.compat.v1.layers`` under an Estimator, a Keras layer made under
+    ``tf.Graph().as_default()``). Layers of that class made eagerly before, the reused models
+    (``reused_models.py``, the conformance kit's shared model), then fail when called: "Your
+    Layer or Model is in an invalid state". It depended on which test files shared an xdist
+    worker (seen on tf215: the kit's custom-loop runs and test_hook_callback_boundary). Making
+    an ``Input``, a ``Dense`` and a ``Sequential`` eagerly after each test swaps their classes
+    back, as Keras's next eager construction would."""
+    yield
+    if not KERAS3 and tf.executing_eagerly():
+        keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])

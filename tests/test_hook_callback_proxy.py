@@ -211,7 +211,8 @@ def test_a_hooks_thread_never_sees_the_global_step_go_backwards():
     step to the current value, and the main thread's stale run set it back to the pre-step
     value between that and the thread's read. 1600 steps here."""
     (native_thread, native_main) = native(lambda: [ThreadReader(), FetchesDerivedStep()], 400)
-    assert not native_thread.errors and len(native_thread.seen) > 100
+    # how many reads the thread gets in depends on the GIL and the load (86 under xdist once)
+    assert not native_thread.errors and len(native_thread.seen) > 20
     assert _backwards(native_thread.seen) == []
     # (natively the derived read is not ordered before the train op: stale or fresh, by race)
     assert all(s in (i, i + 1) for i, s in enumerate(native_main.stale))
@@ -220,7 +221,7 @@ def test_a_hooks_thread_never_sees_the_global_step_go_backwards():
     )
     final = int(model.optimizer.iterations.numpy())
     assert final == 1600
-    assert not thread.errors and len(thread.seen) > 100
+    assert not thread.errors and len(thread.seen) > 20
     assert _backwards(thread.seen) == []
     assert min(thread.seen) >= 0 and max(thread.seen) <= final
     assert main.stale == list(range(1600))  # the main thread's values are untouched
